@@ -1,0 +1,1 @@
+//! talker: script + portrait → narrated talking-portrait MP4.
