@@ -1,1 +1,9 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
+
+pub mod assets;
+pub mod error;
+pub mod phonemize;
+pub mod tts;
+pub mod voice;
+
+pub use error::{Error, Result};

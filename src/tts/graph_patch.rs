@@ -1,0 +1,352 @@
+//! Exposes a Piper VITS graph's per-phoneme durations and per-item lengths as extra outputs.
+//!
+//! Input: the bytes of any Piper `.onnx` export. Output: the same model with two more graph outputs,
+//! the `Ceil` tensor (duration frames per phoneme id, `[batch, 1, ids]`) and the `Cast` at the end of
+//! `Ceil → ReduceSum → Clip → Cast` (frames per batch item, `[batch]`). Found by op type and wiring,
+//! not by node name, so any Piper voice works.
+//!
+//! ONNX files are protobuf; only two messages need touching (the model's `graph` field and the graph's
+//! repeated `output`), so a tiny wire-format walker replaces a whole protobuf stack: the graph message
+//! is re-emitted with the new outputs appended and its length prefix rewritten.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// Names of the tensors added as outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlignmentOutputs {
+    pub durations: String,
+    pub lengths: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PatchError {
+    #[error("the file is not a valid ONNX model ({0})")]
+    Malformed(&'static str),
+    #[error("the model has no graph")]
+    NoGraph,
+    #[error(
+        "found {0} Ceil nodes where a Piper VITS graph has exactly one (the duration rounding); is this a Piper voice?"
+    )]
+    CeilCount(usize),
+    #[error(
+        "the Ceil output does not feed ReduceSum → Clip → Cast as in Piper's VITS export; is this a Piper voice?"
+    )]
+    NoLengths,
+}
+
+const WIRE_VARINT: u64 = 0;
+const WIRE_I64: u64 = 1;
+const WIRE_LEN: u64 = 2;
+const WIRE_I32: u64 = 5;
+
+const MODEL_GRAPH: u64 = 7;
+const GRAPH_NODE: u64 = 1;
+const GRAPH_OUTPUT: u64 = 12;
+const NODE_INPUT: u64 = 1;
+const NODE_OUTPUT: u64 = 2;
+const NODE_OP_TYPE: u64 = 4;
+const VALUE_INFO_NAME: u64 = 1;
+
+/// One top-level field of a message: its number and where its tag and value lie.
+struct Field {
+    number: u64,
+    tag_start: usize,
+    value: Range<usize>,
+    wire: u64,
+}
+
+fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, PatchError> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *buf
+            .get(*pos)
+            .ok_or(PatchError::Malformed("truncated varint"))?;
+        *pos += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(PatchError::Malformed("varint too long"))
+}
+
+fn write_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn fields(buf: &[u8]) -> Result<Vec<Field>, PatchError> {
+    let mut pos = 0;
+    let mut out = Vec::new();
+    while pos < buf.len() {
+        let tag_start = pos;
+        let tag = read_varint(buf, &mut pos)?;
+        let (number, wire) = (tag >> 3, tag & 7);
+        let start = pos;
+        match wire {
+            WIRE_VARINT => {
+                read_varint(buf, &mut pos)?;
+            }
+            WIRE_I64 => pos += 8,
+            WIRE_I32 => pos += 4,
+            WIRE_LEN => {
+                let len = usize::try_from(read_varint(buf, &mut pos)?)
+                    .map_err(|_| PatchError::Malformed("length overflow"))?;
+                pos = pos
+                    .checked_add(len)
+                    .ok_or(PatchError::Malformed("length overflow"))?;
+            }
+            _ => return Err(PatchError::Malformed("unsupported wire type")),
+        }
+        if pos > buf.len() {
+            return Err(PatchError::Malformed("field runs past the end"));
+        }
+        let value_start = if wire == WIRE_LEN {
+            // Skip the length prefix so `value` is the payload itself.
+            let mut p = start;
+            read_varint(buf, &mut p)?;
+            p
+        } else {
+            start
+        };
+        out.push(Field {
+            number,
+            tag_start,
+            value: value_start..pos,
+            wire,
+        });
+    }
+    Ok(out)
+}
+
+fn strings(buf: &[u8], number: u64) -> Result<Vec<String>, PatchError> {
+    Ok(fields(buf)?
+        .into_iter()
+        .filter(|f| f.number == number && f.wire == WIRE_LEN)
+        .map(|f| String::from_utf8_lossy(&buf[f.value]).into_owned())
+        .collect())
+}
+
+struct Node {
+    op: String,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+}
+
+/// Returns the patched model bytes and the names of the added outputs.
+pub fn add_alignment_outputs(model: &[u8]) -> Result<(Vec<u8>, AlignmentOutputs), PatchError> {
+    let top = fields(model)?;
+    let graph = top
+        .iter()
+        .find(|f| f.number == MODEL_GRAPH && f.wire == WIRE_LEN)
+        .ok_or(PatchError::NoGraph)?;
+    let graph_bytes = &model[graph.value.clone()];
+    let graph_fields = fields(graph_bytes)?;
+
+    let mut nodes = Vec::new();
+    let mut existing_outputs = Vec::new();
+    for f in &graph_fields {
+        let body = &graph_bytes[f.value.clone()];
+        match (f.number, f.wire) {
+            (GRAPH_NODE, WIRE_LEN) => {
+                let op = strings(body, NODE_OP_TYPE)?.pop().unwrap_or_default();
+                nodes.push(Node {
+                    op,
+                    inputs: strings(body, NODE_INPUT)?,
+                    outputs: strings(body, NODE_OUTPUT)?,
+                });
+            }
+            (GRAPH_OUTPUT, WIRE_LEN) => existing_outputs.extend(strings(body, VALUE_INFO_NAME)?),
+            _ => {}
+        }
+    }
+    let names = find_alignment_tensors(&nodes)?;
+
+    let mut extra = Vec::new();
+    for name in [&names.durations, &names.lengths] {
+        if existing_outputs.contains(name) {
+            continue;
+        }
+        let mut value_info = Vec::new();
+        write_varint(&mut value_info, (VALUE_INFO_NAME << 3) | WIRE_LEN);
+        write_varint(&mut value_info, name.len() as u64);
+        value_info.extend_from_slice(name.as_bytes());
+        write_varint(&mut extra, (GRAPH_OUTPUT << 3) | WIRE_LEN);
+        write_varint(&mut extra, value_info.len() as u64);
+        extra.extend_from_slice(&value_info);
+    }
+
+    let mut out = Vec::with_capacity(model.len() + extra.len() + 8);
+    out.extend_from_slice(&model[..graph.tag_start]);
+    write_varint(&mut out, (MODEL_GRAPH << 3) | WIRE_LEN);
+    write_varint(&mut out, (graph_bytes.len() + extra.len()) as u64);
+    out.extend_from_slice(graph_bytes);
+    out.extend_from_slice(&extra);
+    out.extend_from_slice(&model[graph.value.end..]);
+    Ok((out, names))
+}
+
+fn find_alignment_tensors(nodes: &[Node]) -> Result<AlignmentOutputs, PatchError> {
+    let ceils: Vec<&Node> = nodes.iter().filter(|n| n.op == "Ceil").collect();
+    let [ceil] = ceils.as_slice() else {
+        return Err(PatchError::CeilCount(ceils.len()));
+    };
+    let durations = ceil.outputs.first().ok_or(PatchError::NoLengths)?.clone();
+
+    let mut consumers: HashMap<&str, Vec<&Node>> = HashMap::new();
+    for n in nodes {
+        for i in &n.inputs {
+            consumers.entry(i.as_str()).or_default().push(n);
+        }
+    }
+    let mut tensor = durations.as_str();
+    for op in ["ReduceSum", "Clip", "Cast"] {
+        let next = consumers
+            .get(tensor)
+            .and_then(|c| c.iter().find(|n| n.op == op))
+            .and_then(|n| n.outputs.first())
+            .ok_or(PatchError::NoLengths)?;
+        tensor = next;
+    }
+    Ok(AlignmentOutputs {
+        durations: durations.clone(),
+        lengths: tensor.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn len_field(out: &mut Vec<u8>, number: u64, body: &[u8]) {
+        write_varint(out, (number << 3) | WIRE_LEN);
+        write_varint(out, body.len() as u64);
+        out.extend_from_slice(body);
+    }
+
+    fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> Vec<u8> {
+        let mut n = Vec::new();
+        for i in inputs {
+            len_field(&mut n, NODE_INPUT, i.as_bytes());
+        }
+        for o in outputs {
+            len_field(&mut n, NODE_OUTPUT, o.as_bytes());
+        }
+        len_field(&mut n, NODE_OP_TYPE, op.as_bytes());
+        n
+    }
+
+    fn model(nodes: &[Vec<u8>]) -> Vec<u8> {
+        let mut graph = Vec::new();
+        for n in nodes {
+            len_field(&mut graph, GRAPH_NODE, n);
+        }
+        let mut vi = Vec::new();
+        len_field(&mut vi, VALUE_INFO_NAME, b"output");
+        len_field(&mut graph, GRAPH_OUTPUT, &vi);
+        let mut m = Vec::new();
+        write_varint(&mut m, 1 << 3); // ir_version
+        write_varint(&mut m, 8);
+        len_field(&mut m, MODEL_GRAPH, &graph);
+        len_field(&mut m, 14, b"trailing field kept");
+        m
+    }
+
+    fn piper_like() -> Vec<u8> {
+        model(&[
+            node("Mul", &["a", "b"], &["w"]),
+            node("Ceil", &["w"], &["w_ceil"]),
+            node("CumSum", &["w_ceil", "axis"], &["cum"]),
+            node("ReduceSum", &["w_ceil", "axes"], &["sum"]),
+            node("Clip", &["sum", "min", ""], &["clipped"]),
+            node("Cast", &["clipped"], &["y_lengths"]),
+        ])
+    }
+
+    fn outputs_of(model: &[u8]) -> Vec<String> {
+        let top = fields(model).unwrap();
+        let g = top.iter().find(|f| f.number == MODEL_GRAPH).unwrap();
+        let gb = &model[g.value.clone()];
+        fields(gb)
+            .unwrap()
+            .iter()
+            .filter(|f| f.number == GRAPH_OUTPUT)
+            .flat_map(|f| strings(&gb[f.value.clone()], VALUE_INFO_NAME).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn adds_both_outputs_and_keeps_the_rest() {
+        let m = piper_like();
+        let (patched, names) = add_alignment_outputs(&m).unwrap();
+        assert_eq!(
+            names,
+            AlignmentOutputs {
+                durations: "w_ceil".into(),
+                lengths: "y_lengths".into()
+            }
+        );
+        assert_eq!(outputs_of(&patched), ["output", "w_ceil", "y_lengths"]);
+        let tail = fields(&patched)
+            .unwrap()
+            .into_iter()
+            .find(|f| f.number == 14)
+            .unwrap();
+        assert_eq!(&patched[tail.value], b"trailing field kept");
+    }
+
+    #[test]
+    fn patching_twice_adds_nothing_more() {
+        let (once, _) = add_alignment_outputs(&piper_like()).unwrap();
+        let (twice, _) = add_alignment_outputs(&once).unwrap();
+        assert_eq!(outputs_of(&twice), outputs_of(&once));
+    }
+
+    #[test]
+    fn no_ceil_is_refused() {
+        let m = model(&[node("Mul", &["a"], &["b"])]);
+        assert_eq!(
+            add_alignment_outputs(&m).unwrap_err(),
+            PatchError::CeilCount(0)
+        );
+    }
+
+    #[test]
+    fn two_ceils_are_refused() {
+        let m = model(&[node("Ceil", &["a"], &["b"]), node("Ceil", &["b"], &["c"])]);
+        assert_eq!(
+            add_alignment_outputs(&m).unwrap_err(),
+            PatchError::CeilCount(2)
+        );
+    }
+
+    #[test]
+    fn missing_length_chain_is_refused() {
+        let m = model(&[
+            node("Ceil", &["a"], &["b"]),
+            node("ReduceSum", &["b"], &["c"]),
+        ]);
+        assert_eq!(
+            add_alignment_outputs(&m).unwrap_err(),
+            PatchError::NoLengths
+        );
+    }
+
+    #[test]
+    fn truncated_and_empty_files_are_refused() {
+        let m = piper_like();
+        assert!(matches!(
+            add_alignment_outputs(&m[..m.len() - 5]),
+            Err(PatchError::Malformed(_))
+        ));
+        assert_eq!(add_alignment_outputs(&[]).unwrap_err(), PatchError::NoGraph);
+        assert!(matches!(
+            add_alignment_outputs(&[0xff; 12]),
+            Err(PatchError::Malformed(_))
+        ));
+    }
+}

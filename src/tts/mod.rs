@@ -1,0 +1,75 @@
+//! Speech: phoneme ids → PCM plus the sample span of every phoneme.
+//!
+//! `piper` runs the model, `graph_patch` exposes its durations, `batch` groups sentences into
+//! length buckets. This file turns per-id durations into per-phoneme times.
+
+pub mod batch;
+pub mod graph_patch;
+pub mod piper;
+
+use crate::voice::Kept;
+
+/// One phoneme and the samples it covers, relative to the start of its utterance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Phone {
+    pub symbol: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Sums per-id duration frames into per-phoneme sample spans.
+///
+/// The spans tile `[0, total)` exactly: the model's item length is the sum of its id durations
+/// (clamped to at least one frame), and the last span absorbs that clamp if it ever applies.
+pub fn align(kept: &[Kept], id_frames: &[u32], hop: u32, total: u64) -> Vec<Phone> {
+    let mut phones = Vec::with_capacity(kept.len());
+    let mut at = 0usize;
+    let mut start = 0u64;
+    for k in kept {
+        let frames: u64 = id_frames[at.min(id_frames.len())..(at + k.ids).min(id_frames.len())]
+            .iter()
+            .map(|&f| u64::from(f))
+            .sum();
+        at += k.ids;
+        let end = (start + frames * u64::from(hop)).min(total);
+        phones.push(Phone {
+            symbol: k.symbol.clone(),
+            start,
+            end,
+        });
+        start = end;
+    }
+    if let Some(last) = phones.last_mut() {
+        last.end = total;
+    }
+    phones
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(symbol: &str, ids: usize) -> Kept {
+        Kept {
+            symbol: symbol.into(),
+            ids,
+        }
+    }
+
+    #[test]
+    fn spans_tile_the_audio() {
+        let k = [kept("^", 2), kept("a", 2), kept("$", 1)];
+        let phones = align(&k, &[1, 0, 3, 2, 1], 256, 7 * 256);
+        assert_eq!(
+            phones.iter().map(|p| (p.start, p.end)).collect::<Vec<_>>(),
+            [(0, 256), (256, 6 * 256), (6 * 256, 7 * 256)]
+        );
+    }
+
+    #[test]
+    fn clamped_length_goes_to_the_last_phone() {
+        let k = [kept("^", 2), kept("$", 1)];
+        let phones = align(&k, &[0, 0, 0], 256, 256);
+        assert_eq!(phones.last().unwrap().end, 256);
+    }
+}
