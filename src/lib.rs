@@ -1,6 +1,7 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
 
 pub mod assets;
+pub mod cache;
 pub mod error;
 pub mod phonemize;
 pub mod tts;

@@ -17,6 +17,23 @@ pub struct Phone {
     pub end: u64,
 }
 
+/// Speech of one utterance: 16-bit PCM (what the video carries; also what the cache stores, so a
+/// cached re-render is bit-identical to a cold one) and the span of every phoneme.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Speech {
+    pub sample_rate: u32,
+    pub pcm: Vec<i16>,
+    pub phones: Vec<Phone>,
+}
+
+/// Float model output → 16-bit PCM, clipping overshoots.
+pub fn to_pcm16(samples: &[f32]) -> Vec<i16> {
+    samples
+        .iter()
+        .map(|&s| (s.clamp(-1.0, 1.0) * 32767.0).round() as i16)
+        .collect()
+}
+
 /// Sums per-id duration frames into per-phoneme sample spans.
 ///
 /// The spans tile `[0, total)` exactly: the model's item length is the sum of its id durations

@@ -1,0 +1,4 @@
+fn main() {
+    // sqlx::migrate! embeds the SQL files; rebuild when they change.
+    println!("cargo:rerun-if-changed=migrations");
+}

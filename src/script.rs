@@ -1,0 +1,362 @@
+//! The script file: JSON → a validated [`Script`].
+//!
+//! Format v1 (documented in the README):
+//! `{"title"?, "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
+//!   "segments": [{"text", "pause_ms"? (300), "chapter"?}, ...]}`.
+//! Validation is strict: unknown fields are refused with a "did you mean" hint, and every error
+//! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
+//! the first bad script instead of rendering nonsense.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// Scripts larger than this are refused before parsing (a whole audiobook is a few MB).
+const MAX_SCRIPT_BYTES: u64 = 64 << 20;
+const MAX_TEXT_CHARS: usize = 200_000;
+pub const DEFAULT_PAUSE_MS: u32 = 300;
+pub const DEFAULT_FPS: u32 = 25;
+/// Longest side of the default output size, taken from the portrait.
+pub const DEFAULT_MAX_SIDE: u32 = 1080;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Script {
+    pub title: Option<String>,
+    pub voice: Option<String>,
+    pub speed: f32,
+    pub fps: u32,
+    pub size: Option<(u32, u32)>,
+    pub segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    pub text: String,
+    pub pause_ms: u32,
+    pub chapter: Option<String>,
+}
+
+/// A script that cannot be used, with where and how to fix it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptError {
+    pub file: PathBuf,
+    /// JSON path of the offending value, or `line:column` for syntax errors.
+    pub at: String,
+    pub message: String,
+}
+
+impl fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.at.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file.display(), self.at, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+impl Script {
+    pub fn load(path: &Path) -> Result<Script, ScriptError> {
+        let fail = |message: String| ScriptError { file: path.to_path_buf(), at: String::new(), message };
+        let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
+        if meta.is_dir() {
+            return Err(fail("is a directory; give the path of a script .json file".into()));
+        }
+        if meta.len() > MAX_SCRIPT_BYTES {
+            return Err(fail(format!("is {} bytes; split scripts larger than 64 MiB into several jobs", meta.len())));
+        }
+        let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            fail(format!("is not UTF-8 text (invalid byte at offset {}); save it as UTF-8", e.utf8_error().valid_up_to()))
+        })?;
+        Script::parse(&text).map_err(|mut e| {
+            e.file = path.to_path_buf();
+            e
+        })
+    }
+
+    /// Parses script text; errors carry an empty `file` that [`Script::load`] fills in.
+    pub fn parse(text: &str) -> Result<Script, ScriptError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| ScriptError {
+            file: PathBuf::new(),
+            at: format!("line {}, column {}", e.line(), e.column()),
+            message: format!("invalid JSON: {e}"),
+        })?;
+        let mut v = Validator::default();
+        let script = v.script(&value);
+        match (script, v.error) {
+            (Some(s), None) => Ok(s),
+            (_, Some(e)) => Err(e),
+            (None, None) => unreachable!("the validator returns None only with an error"),
+        }
+    }
+}
+
+/// Walks the JSON value, remembering the first error.
+#[derive(Default)]
+struct Validator {
+    error: Option<ScriptError>,
+}
+
+const TOP_FIELDS: &[&str] = &["title", "voice", "speed", "fps", "size", "segments"];
+const SEGMENT_FIELDS: &[&str] = &["text", "pause_ms", "chapter"];
+
+impl Validator {
+    fn fail<T>(&mut self, at: &str, message: impl Into<String>) -> Option<T> {
+        if self.error.is_none() {
+            self.error = Some(ScriptError { file: PathBuf::new(), at: at.to_owned(), message: message.into() });
+        }
+        None
+    }
+
+    fn object<'v>(&mut self, v: &'v Value, at: &str, allowed: &[&str]) -> Option<&'v Map<String, Value>> {
+        let Some(obj) = v.as_object() else {
+            return self.fail(at, format!("must be an object, found {}", kind(v)));
+        };
+        for key in obj.keys() {
+            if !allowed.contains(&key.as_str()) {
+                let field = join(at, key);
+                let hint = did_you_mean(key, allowed)
+                    .map(|s| format!("did you mean \"{s}\"?"))
+                    .unwrap_or_else(|| format!("allowed fields: {}", allowed.join(", ")));
+                return self.fail(&field, format!("unknown field; {hint}"));
+            }
+        }
+        Some(obj)
+    }
+
+    fn string(&mut self, v: &Value, at: &str, max_chars: usize) -> Option<String> {
+        let Some(s) = v.as_str() else {
+            return self.fail(at, format!("must be a string, found {}", kind(v)));
+        };
+        if s.trim().is_empty() {
+            return self.fail(at, "must not be empty; remove the field or give it text");
+        }
+        if s.chars().count() > max_chars {
+            return self.fail(at, format!("is longer than {max_chars} characters; split it into several segments"));
+        }
+        Some(s.to_owned())
+    }
+
+    fn integer(&mut self, v: &Value, at: &str, range: std::ops::RangeInclusive<u64>, what: &str) -> Option<u32> {
+        match v.as_u64() {
+            Some(n) if range.contains(&n) => Some(n as u32),
+            _ => self.fail(
+                at,
+                format!("must be a whole number from {} to {} ({what}), found {v}", range.start(), range.end()),
+            ),
+        }
+    }
+
+    fn script(&mut self, root: &Value) -> Option<Script> {
+        let obj = self.object(root, "", TOP_FIELDS)?;
+        let title = obj.get("title").map(|v| self.string(v, "title", 500));
+        let voice = obj.get("voice").map(|v| self.string(v, "voice", 4096));
+        let speed = match obj.get("speed") {
+            None => Some(1.0),
+            Some(v) => match v.as_f64() {
+                Some(s) if (0.5..=2.0).contains(&s) => Some(s as f32),
+                _ => self.fail("speed", format!("must be a number from 0.5 to 2.0 (1.0 is the voice's own pace), found {v}")),
+            },
+        };
+        let fps = match obj.get("fps") {
+            None => Some(DEFAULT_FPS),
+            Some(v) => self.integer(v, "fps", 10..=60, "frames per second; 25 is the default"),
+        };
+        let size = obj.get("size").map(|v| self.size(v));
+        let segments = match obj.get("segments") {
+            None => self.fail("segments", "is missing; a script needs at least one segment, e.g. \"segments\": [{\"text\": \"Hello.\"}]"),
+            Some(v) => self.segments(v),
+        };
+        Some(Script {
+            title: title.map_or(Some(None), |t| t.map(Some))?,
+            voice: voice.map_or(Some(None), |t| t.map(Some))?,
+            speed: speed?,
+            fps: fps?,
+            size: size.map_or(Some(None), |s| s.map(Some))?,
+            segments: segments?,
+        })
+    }
+
+    fn size(&mut self, v: &Value) -> Option<(u32, u32)> {
+        let fix = "give [width, height] in pixels, both even, from 64 to 4096, e.g. [720, 720]";
+        let Some([w, h]) = v.as_array().map(Vec::as_slice) else {
+            return self.fail("size", format!("must be a two-number array; {fix}"));
+        };
+        let w = self.integer(w, "size[0]", 64..=4096, "pixels")?;
+        let h = self.integer(h, "size[1]", 64..=4096, "pixels")?;
+        if w % 2 != 0 || h % 2 != 0 {
+            return self.fail("size", format!("{w}x{h} has an odd side, which H.264 in yuv420p cannot encode; {fix}"));
+        }
+        Some((w, h))
+    }
+
+    fn segments(&mut self, v: &Value) -> Option<Vec<Segment>> {
+        let Some(items) = v.as_array() else {
+            return self.fail("segments", format!("must be an array of objects, found {}", kind(v)));
+        };
+        if items.is_empty() {
+            return self.fail("segments", "is empty; add at least one {\"text\": \"...\"}");
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let at = format!("segments[{i}]");
+            let obj = self.object(item, &at, SEGMENT_FIELDS)?;
+            let text_at = format!("{at}.text");
+            let text = match obj.get("text") {
+                None => self.fail(&text_at, "is missing; every segment needs the text to speak"),
+                Some(t) => self.string(t, &text_at, MAX_TEXT_CHARS),
+            }?;
+            if !crate::text::is_speakable(&text) {
+                return self.fail(&text_at, "has nothing a voice can say (no letters or digits); give it words or remove the segment");
+            }
+            let pause_ms = match obj.get("pause_ms") {
+                None => DEFAULT_PAUSE_MS,
+                Some(p) => self.integer(p, &format!("{at}.pause_ms"), 0..=60_000, "milliseconds of silence after the segment")?,
+            };
+            let chapter = match obj.get("chapter") {
+                None => None,
+                Some(c) => Some(self.string(c, &format!("{at}.chapter"), 500)?),
+            };
+            out.push(Segment { text, pause_ms, chapter });
+        }
+        Some(out)
+    }
+}
+
+fn join(at: &str, key: &str) -> String {
+    if at.is_empty() { key.to_owned() } else { format!("{at}.{key}") }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn did_you_mean<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    let lower = key.to_lowercase();
+    allowed
+        .iter()
+        .map(|a| (strsim::jaro_winkler(&lower, a), *a))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, a)| a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ScriptError {
+        Script::parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn minimal_script_gets_defaults() {
+        let s = Script::parse(r#"{"segments":[{"text":"Hello."}]}"#).unwrap();
+        assert_eq!(s.fps, 25);
+        assert_eq!(s.speed, 1.0);
+        assert_eq!(s.segments[0].pause_ms, 300);
+        assert_eq!(s.size, None);
+    }
+
+    #[test]
+    fn full_script_parses() {
+        let s = Script::parse(
+            r#"{"title":"T","voice":"v","speed":1.25,"fps":30,"size":[640,360],
+                "segments":[{"text":"One.","pause_ms":0,"chapter":"Intro"},{"text":"Two."}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.size, Some((640, 360)));
+        assert_eq!(s.segments[0].chapter.as_deref(), Some("Intro"));
+        assert_eq!(s.segments.len(), 2);
+    }
+
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let e = err("{\n  \"segments\": [\n    {\"text\": \"a\",}\n  ]\n}");
+        assert!(e.at.starts_with("line 3"), "{e}");
+        assert!(e.message.contains("invalid JSON"));
+    }
+
+    #[test]
+    fn unknown_fields_get_a_hint() {
+        let e = err(r#"{"segments":[{"txt":"hi"}]}"#);
+        assert_eq!(e.at, "segments[0].txt");
+        assert!(e.message.contains("did you mean \"text\""), "{e}");
+        let e = err(r#"{"segments":[{"text":"hi"}],"titel":"x"}"#);
+        assert!(e.message.contains("did you mean \"title\""), "{e}");
+        let e = err(r#"{"segments":[{"text":"hi"}],"zzzz":1}"#);
+        assert!(e.message.contains("allowed fields"), "{e}");
+    }
+
+    #[test]
+    fn each_field_is_checked() {
+        let cases = [
+            (r#"[]"#, "", "must be an object"),
+            (r#"{}"#, "segments", "is missing"),
+            (r#"{"segments":[]}"#, "segments", "is empty"),
+            (r#"{"segments":{}}"#, "segments", "must be an array"),
+            (r#"{"segments":[1]}"#, "segments[0]", "must be an object"),
+            (r#"{"segments":[{}]}"#, "segments[0].text", "is missing"),
+            (r#"{"segments":[{"text":""}]}"#, "segments[0].text", "must not be empty"),
+            (r#"{"segments":[{"text":5}]}"#, "segments[0].text", "must be a string"),
+            (r#"{"segments":[{"text":"..."}]}"#, "segments[0].text", "nothing a voice can say"),
+            (r#"{"segments":[{"text":"a","pause_ms":-1}]}"#, "segments[0].pause_ms", "whole number"),
+            (r#"{"segments":[{"text":"a","pause_ms":1.5}]}"#, "segments[0].pause_ms", "whole number"),
+            (r#"{"segments":[{"text":"a","chapter":""}]}"#, "segments[0].chapter", "must not be empty"),
+            (r#"{"segments":[{"text":"a"}],"speed":3}"#, "speed", "0.5 to 2.0"),
+            (r#"{"segments":[{"text":"a"}],"speed":"fast"}"#, "speed", "0.5 to 2.0"),
+            (r#"{"segments":[{"text":"a"}],"fps":0}"#, "fps", "10 to 60"),
+            (r#"{"segments":[{"text":"a"}],"size":[641,360]}"#, "size", "odd side"),
+            (r#"{"segments":[{"text":"a"}],"size":[640]}"#, "size", "two-number array"),
+            (r#"{"segments":[{"text":"a"}],"size":[32,32]}"#, "size[0]", "64 to 4096"),
+            (r#"{"segments":[{"text":"a"}],"title":7}"#, "title", "must be a string"),
+            (r#"{"segments":[{"text":"a"}],"voice":" "}"#, "voice", "must not be empty"),
+        ];
+        for (text, at, msg) in cases {
+            let e = err(text);
+            assert_eq!(e.at, at, "{text}: {e}");
+            assert!(e.message.contains(msg), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn later_segments_are_named_by_index() {
+        let e = err(r#"{"segments":[{"text":"fine"},{"text":"fine"},{"text":"   "}]}"#);
+        assert_eq!(e.at, "segments[2].text");
+    }
+
+    #[test]
+    fn too_long_text_is_refused() {
+        let long = "a".repeat(MAX_TEXT_CHARS + 1);
+        let e = err(&format!(r#"{{"segments":[{{"text":"{long}"}}]}}"#));
+        assert!(e.message.contains("split it"), "{e}");
+    }
+
+    #[test]
+    fn load_names_the_file() {
+        let dir = std::env::temp_dir().join(format!("talker-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, r#"{"segments":[{"text":"x","pause":1}]}"#).unwrap();
+        let e = Script::load(&bad).unwrap_err();
+        assert!(e.to_string().starts_with(&bad.display().to_string()), "{e}");
+        assert!(e.to_string().contains("did you mean \"pause_ms\""), "{e}");
+        let latin1 = dir.join("latin1.json");
+        std::fs::write(&latin1, b"{\"segments\":[{\"text\":\"caf\xe9\"}]}").unwrap();
+        assert!(Script::load(&latin1).unwrap_err().message.contains("not UTF-8"));
+        assert!(Script::load(&dir).unwrap_err().message.contains("is a directory"));
+        assert!(Script::load(&dir.join("missing.json")).unwrap_err().message.contains("cannot read"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
