@@ -211,4 +211,6 @@ fn read(path: &Path) -> Result<Vec<u8>, FaceError> {
 }
 
 #[cfg(test)]
+mod error_tests;
+#[cfg(test)]
 mod tests;
