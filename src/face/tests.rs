@@ -237,3 +237,29 @@ fn upscaled_portrait_keeps_landmarks() {
         assert!(err <= 1.5 * s, "{side} px: {err} px");
     }
 }
+
+/// Release-build speed on the 512×512 portrait (single thread): the nightly runs analyse every
+/// portrait and may track landmarks on many frames, so both must stay far below a second.
+#[test]
+fn detect_and_landmarks_are_fast() {
+    let img = portrait().image;
+    let m = models();
+    let best_of = |f: &dyn Fn()| {
+        (0..5)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .fold(f64::MAX, f64::min)
+    };
+    let detect_ms = best_of(&|| assert_eq!(m.detect(&img).len(), 1));
+    let bbox = reference().box_;
+    let landmarks_ms = best_of(&|| {
+        m.landmarks(&img, bbox);
+    });
+    eprintln!("512x512: detect {detect_ms:.1} ms, landmarks {landmarks_ms:.1} ms (best of 5)");
+    if !cfg!(debug_assertions) {
+        assert!(detect_ms < 300.0 && landmarks_ms < 100.0);
+    }
+}
