@@ -263,3 +263,22 @@ fn detect_and_landmarks_are_fast() {
         assert!(detect_ms < 300.0 && landmarks_ms < 100.0);
     }
 }
+
+/// Empty images and boxes off the image or not numbers give no faces / finite points, not panics
+/// (video frames can be anything).
+#[test]
+fn degenerate_inputs_do_not_panic() {
+    let m = models();
+    assert!(m.detect(&RgbImage::new(0, 0)).is_empty());
+    assert!(m.detect(&RgbImage::new(1, 1)).is_empty());
+    let img = RgbImage::new(64, 64);
+    for bbox in [
+        [1000.0, 1000.0, 5.0, 5.0],
+        [-50.0, -50.0, 10.0, 10.0],
+        [f32::NAN, 3.0, f32::NAN, 8.0],
+        [10.0, 10.0, 0.0, 0.0],
+    ] {
+        let l = m.landmarks(&img, bbox);
+        assert!(l.points.iter().flatten().all(|v| v.is_finite()), "{bbox:?}");
+    }
+}
