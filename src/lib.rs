@@ -3,6 +3,7 @@
 pub mod assets;
 pub mod cache;
 pub mod error;
+pub mod face;
 pub mod phonemize;
 pub mod tts;
 pub mod voice;
