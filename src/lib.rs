@@ -1,1 +1,3 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
+
+pub mod text;
