@@ -5,6 +5,7 @@ pub mod cache;
 pub mod error;
 pub mod face;
 pub mod phonemize;
+pub mod text;
 pub mod tts;
 pub mod voice;
 
