@@ -1,1 +1,2 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
+pub mod media;
