@@ -195,7 +195,7 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
 
 /// Matroska's per-track `DURATION` tag ("HH:MM:SS.nnnnnnnnn"), written at finish time,
 /// in microseconds.
-fn parse_duration_us(text: &str) -> Option<i64> {
+pub(crate) fn parse_duration_us(text: &str) -> Option<i64> {
     let mut parts = text.splitn(3, ':');
     let hours: i64 = parts.next()?.parse().ok()?;
     let minutes: i64 = parts.next()?.parse().ok()?;

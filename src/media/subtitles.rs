@@ -82,6 +82,22 @@ pub(crate) fn prepare_cues(cues: &[Cue]) -> Result<Vec<TimedText>, MediaError> {
     Ok(timed)
 }
 
+/// The ASS header the mov_text encoder turns into the tx3g sample description: one
+/// "Default" style (font, size, colours) as ffmpeg's own default header has it.
+const ASS_HEADER: &str = "[Script Info]\n\
+ScriptType: v4.00+\n\
+PlayResX: 384\n\
+PlayResY: 288\n\
+\n\
+[V4+ Styles]\n\
+Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, \
+Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, \
+Shadow, Alignment, MarginL, MarginR, MarginV, Encoding\n\
+Style: Default,Arial,16,&Hffffff,&Hffffff,&H0,&H0,0,0,0,0,100,100,0,0,1,1,0,2,10,10,10,0\n\
+\n\
+[Events]\n\
+Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n";
+
 /// Opens the mov_text encoder only for its extradata (see the module header).
 pub(crate) fn mov_text_encoder(path: &Path) -> Result<encoder::Subtitle, MediaError> {
     let codec = encoder::find(codec::Id::MOV_TEXT).ok_or_else(|| MediaError::Ffmpeg {
@@ -95,6 +111,24 @@ pub(crate) fn mov_text_encoder(path: &Path) -> Result<encoder::Subtitle, MediaEr
         codec::Context::new_with_codec(codec).encoder().subtitle(),
     )?;
     enc.set_time_base(MS);
+    // SAFETY: `enc` owns a valid, unopened AVCodecContext whose subtitle_header is null.
+    // The buffer comes from av_mallocz (zero-terminated, as ffmpeg expects) and is owned by
+    // the context from here on: avcodec_free_context frees it.
+    unsafe {
+        let ctx = enc.as_mut_ptr();
+        let header = ASS_HEADER.as_bytes();
+        let buf = ffmpeg_next::ffi::av_mallocz(header.len() + 1).cast::<u8>();
+        if buf.is_null() {
+            return ff(
+                path,
+                "allocate subtitle header",
+                Err(ffmpeg_next::Error::Bug),
+            );
+        }
+        std::ptr::copy_nonoverlapping(header.as_ptr(), buf, header.len());
+        (*ctx).subtitle_header = buf;
+        (*ctx).subtitle_header_size = header.len() as i32;
+    }
     ff(path, "open mov_text encoder", enc.open())
 }
 

@@ -383,3 +383,20 @@ fn child_writes_under_a_file_size_limit() {
         other => panic!("expected Poisoned, got {other:?}"),
     }
 }
+
+#[test]
+fn matroska_duration_tags_parse() {
+    use super::super::probe::parse_duration_us;
+    assert_eq!(parse_duration_us("00:00:02.000000000"), Some(2_000_000));
+    assert_eq!(parse_duration_us("01:02:03.500000000"), Some(3_723_500_000));
+    for bad in [
+        "",
+        "1:2",
+        "a:b:c",
+        "00:00:-1",
+        "00:00:NaN",
+        "99999999999999:00:00",
+    ] {
+        assert_eq!(parse_duration_us(bad), None, "{bad}");
+    }
+}
