@@ -4,6 +4,7 @@ pub mod assets;
 pub mod cache;
 pub mod error;
 pub mod face;
+pub mod media;
 pub mod phonemize;
 pub mod text;
 pub mod tts;

@@ -1,0 +1,212 @@
+//! The output's single AAC track, fed with the chunks' PCM one packet at a time.
+//!
+//! Input: s16 mono PCM at the chunks' sample rate, in order, across all chunks.
+//! Output: AAC-LC mono 48 kHz packets written to the MP4 muxer.
+//! Invariants: one encoder for the whole file, so chunk joins have no priming silence or
+//! gap; frames are exactly `frame_size` (1024) samples except the last, with pts counted
+//! in samples; leftovers wait in a FIFO until the next chunk's PCM arrives.
+//!
+//! Why 48 kHz: AAC at 22.05 kHz is legal, but some hardware decoders, TVs and upload
+//! pipelines handle only 44.1/48 kHz well; resampling costs little next to the video.
+
+use std::path::{Path, PathBuf};
+
+use ffmpeg_next::{
+    ChannelLayout, Packet, Rational, codec, encoder, format, frame, software::resampling,
+};
+
+use super::chunk::receive;
+use super::error::{MediaError, ff};
+
+/// Output sample rate of the AAC track.
+pub(crate) const AAC_RATE: u32 = 48_000;
+/// Plenty for speech in mono at 48 kHz with ffmpeg's native encoder.
+const AAC_BIT_RATE: usize = 96_000;
+
+pub(crate) struct AacTrack {
+    encoder: encoder::Audio,
+    resampler: resampling::Context,
+    fifo: Vec<f32>,
+    frame_size: usize,
+    next_pts: i64,
+    in_rate: u32,
+    stream_index: usize,
+    stream_tb: Rational,
+    path: PathBuf,
+}
+
+fn mono(format: format::Sample, samples: usize, rate: u32) -> frame::Audio {
+    let mut frame = frame::Audio::new(format, samples, ChannelLayout::MONO);
+    frame.set_channels(1);
+    frame.set_rate(rate);
+    frame
+}
+
+const S16: format::Sample = format::Sample::I16(format::sample::Type::Packed);
+const FLTP: format::Sample = format::Sample::F32(format::sample::Type::Planar);
+
+impl AacTrack {
+    /// Opens ffmpeg's native `aac` encoder and a resampler from `in_rate`.
+    pub(crate) fn open(
+        path: &Path,
+        in_rate: u32,
+        global_header: bool,
+    ) -> Result<AacTrack, MediaError> {
+        let codec = encoder::find_by_name("aac").ok_or_else(|| MediaError::Ffmpeg {
+            path: path.to_path_buf(),
+            step: "find aac encoder",
+            source: ffmpeg_next::Error::EncoderNotFound,
+        })?;
+        let mut enc = ff(
+            path,
+            "create aac encoder",
+            codec::Context::new_with_codec(codec).encoder().audio(),
+        )?;
+        enc.set_rate(AAC_RATE as i32);
+        enc.set_format(FLTP);
+        enc.set_channel_layout(ChannelLayout::MONO);
+        enc.set_channels(1);
+        enc.set_bit_rate(AAC_BIT_RATE);
+        enc.set_time_base(Rational::new(1, AAC_RATE as i32));
+        if global_header {
+            enc.set_flags(codec::Flags::GLOBAL_HEADER);
+        }
+        let encoder = ff(path, "open aac encoder", enc.open())?;
+        let frame_size = encoder.frame_size() as usize;
+        let resampler = ff(
+            path,
+            "create resampler",
+            resampling::Context::get(
+                S16,
+                ChannelLayout::MONO,
+                in_rate,
+                FLTP,
+                ChannelLayout::MONO,
+                AAC_RATE,
+            ),
+        )?;
+        Ok(AacTrack {
+            encoder,
+            resampler,
+            fifo: Vec::with_capacity(frame_size * 4),
+            frame_size: frame_size.max(1),
+            next_pts: 0,
+            in_rate,
+            stream_index: 0,
+            stream_tb: Rational::new(1, AAC_RATE as i32),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The opened encoder, whose parameters describe the MP4 stream.
+    pub(crate) fn encoder(&self) -> &encoder::Audio {
+        &self.encoder
+    }
+
+    /// Where packets go; the time base is the one the muxer chose in `write_header`.
+    pub(crate) fn set_stream(&mut self, index: usize, time_base: Rational) {
+        self.stream_index = index;
+        self.stream_tb = time_base;
+    }
+
+    /// Resamples `pcm` and encodes every complete frame now available.
+    pub(crate) fn push(
+        &mut self,
+        pcm: &[i16],
+        out: &mut format::context::Output,
+    ) -> Result<(), MediaError> {
+        if pcm.is_empty() {
+            return Ok(());
+        }
+        let mut input = mono(S16, pcm.len(), self.in_rate);
+        input.plane_mut::<i16>(0).copy_from_slice(pcm);
+        let pending = self
+            .resampler
+            .delay()
+            .map_or(0, |d| d.output.max(0) as usize);
+        let room = pending + (pcm.len() * AAC_RATE as usize).div_ceil(self.in_rate as usize) + 16;
+        let mut resampled = mono(FLTP, room, AAC_RATE);
+        ff(
+            &self.path,
+            "resample audio",
+            self.resampler.run(&input, &mut resampled),
+        )?;
+        self.fifo
+            .extend_from_slice(&resampled.plane::<f32>(0)[..resampled.samples()]);
+        self.encode_full_frames(out)
+    }
+
+    /// Drains the resampler, encodes the short last frame and flushes the encoder.
+    pub(crate) fn finish(mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+        loop {
+            // Left unallocated so swresample sizes it to what it still holds.
+            let mut tail = frame::Audio::empty();
+            tail.set_format(FLTP);
+            tail.set_channel_layout(ChannelLayout::MONO);
+            tail.set_channels(1);
+            tail.set_rate(AAC_RATE);
+            ff(
+                &self.path,
+                "flush resampler",
+                self.resampler.flush(&mut tail),
+            )?;
+            if tail.samples() == 0 {
+                break;
+            }
+            self.fifo
+                .extend_from_slice(&tail.plane::<f32>(0)[..tail.samples()]);
+        }
+        self.encode_full_frames(out)?;
+        if !self.fifo.is_empty() {
+            // The encoder accepts one short frame at the end (AV_CODEC_CAP_SMALL_LAST_FRAME).
+            self.encode(0, self.fifo.len(), out)?;
+        }
+        ff(&self.path, "flush aac encoder", self.encoder.send_eof())?;
+        self.drain(out)
+    }
+
+    fn encode_full_frames(&mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+        let mut start = 0;
+        while self.fifo.len() - start >= self.frame_size {
+            self.encode(start, self.frame_size, out)?;
+            start += self.frame_size;
+        }
+        self.fifo.drain(..start);
+        Ok(())
+    }
+
+    /// Encodes `fifo[start..start + len]` as one frame.
+    fn encode(
+        &mut self,
+        start: usize,
+        len: usize,
+        out: &mut format::context::Output,
+    ) -> Result<(), MediaError> {
+        let mut frame = mono(FLTP, len, AAC_RATE);
+        frame
+            .plane_mut::<f32>(0)
+            .copy_from_slice(&self.fifo[start..start + len]);
+        frame.set_pts(Some(self.next_pts));
+        self.next_pts += len as i64;
+        ff(
+            &self.path,
+            "send audio to aac encoder",
+            self.encoder.send_frame(&frame),
+        )?;
+        self.drain(out)
+    }
+
+    fn drain(&mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+        let mut packet = Packet::empty();
+        while receive(&self.path, &mut self.encoder, &mut packet)? {
+            packet.set_stream(self.stream_index);
+            packet.rescale_ts(Rational::new(1, AAC_RATE as i32), self.stream_tb);
+            ff(
+                &self.path,
+                "write audio packet",
+                packet.write_interleaved(out),
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,303 @@
+//! `assemble`: ordered chunks → the final MP4.
+//!
+//! Input: chunk paths in playback order (all from `ChunkWriter` with the same settings),
+//! plus title, chapters and cues. Output: an MP4 with the chunks' H.264 packets copied
+//! (never re-encoded), one continuous AAC-LC 48 kHz mono track, an optional mov_text
+//! track, chapters, and the moov atom in front (faststart).
+//! Invariants: every chunk is validated before the output is created; video pts are the
+//! chunk's frame index plus the frames before it, dts are rebuilt as a constant reorder
+//! delay behind decode order (Matroska keeps no dts); the output appears only complete,
+//! and any failure removes the temp file.
+
+use std::path::{Path, PathBuf};
+
+use ffmpeg_next::{Dictionary, Packet, Rational, codec, encoder, format};
+
+use super::aac::AacTrack;
+use super::atomic::PartialFile;
+use super::error::{MediaError, ff};
+use super::probe::{ChunkScan, pts_to_frame, scan};
+use super::subtitles::{MS, mov_text_encoder, prepare_cues, to_ms, write_mov_text};
+use super::{AssembleInfo, Chapter, OutputMeta, init};
+
+/// Builds `output` from `chunks`; see the module header for what is guaranteed.
+pub fn assemble(
+    chunks: &[PathBuf],
+    output: &Path,
+    meta: &OutputMeta,
+) -> Result<AssembleInfo, MediaError> {
+    init()?;
+    if chunks.is_empty() {
+        return Err(MediaError::NoChunks);
+    }
+    if let Some(title) = &meta.title {
+        check_no_nul(title, "title")?;
+    }
+    let chapters = prepare_chapters(&meta.chapters)?;
+    let cues = prepare_cues(&meta.cues)?;
+    let scans = chunks
+        .iter()
+        .map(|c| scan(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_compatible(chunks, &scans)?;
+    let totals = Totals::of(&scans)?;
+
+    let partial = PartialFile::new(output)?;
+    let mut out = ff(
+        output,
+        "create output file",
+        format::output_as(partial.path(), "mp4"),
+    )?;
+    let global_header = out.format().flags().contains(format::Flags::GLOBAL_HEADER);
+    let frame_tb = Rational::new(1, totals.fps as i32);
+
+    // Stream 0: H.264, parameters (avcC) from the first chunk; all chunks have equal ones.
+    {
+        let first = ff(&chunks[0], "open chunk", format::input(&chunks[0]))?;
+        let source = first
+            .stream(scans[0].video_index)
+            .map(|s| s.parameters())
+            .ok_or_else(|| MediaError::BadChunk {
+                path: chunks[0].clone(),
+                reason: "video stream vanished".to_string(),
+            })?;
+        let mut st = ff(
+            output,
+            "add video stream",
+            out.add_stream(encoder::find(codec::Id::None)),
+        )?;
+        st.set_parameters(source);
+        // SAFETY: the stream's codecpar is valid while `out` lives. Matroska's codec tag
+        // means nothing in MP4; 0 lets the mp4 muxer pick `avc1`.
+        unsafe {
+            (*st.parameters().as_mut_ptr()).codec_tag = 0;
+        }
+        st.set_time_base(frame_tb);
+        st.set_avg_frame_rate(Rational::new(totals.fps as i32, 1));
+    }
+    // Stream 1: AAC.
+    let mut aac = AacTrack::open(output, totals.sample_rate, global_header)?;
+    {
+        let mut st = ff(
+            output,
+            "add audio stream",
+            out.add_stream(aac.encoder().codec()),
+        )?;
+        st.set_parameters(aac.encoder());
+        st.set_time_base(Rational::new(1, super::aac::AAC_RATE as i32));
+    }
+    // Stream 2 (only with cues): mov_text.
+    if !cues.is_empty() {
+        let enc = mov_text_encoder(output)?;
+        let mut st = ff(output, "add subtitle stream", out.add_stream(enc.codec()))?;
+        st.set_parameters(&enc);
+        st.set_time_base(MS);
+    }
+    for (i, (start, end, title)) in chapters.iter().enumerate() {
+        ff(
+            output,
+            "add chapter",
+            out.add_chapter(i as i64 + 1, MS, *start, *end, title),
+        )?;
+    }
+    if let Some(title) = &meta.title {
+        let mut tags = Dictionary::new();
+        tags.set("title", title);
+        out.set_metadata(tags);
+    }
+    let mut options = Dictionary::new();
+    options.set("movflags", "+faststart");
+    ff(
+        output,
+        "write MP4 header",
+        out.write_header_with(options).map(drop),
+    )?;
+    let tb = |out: &format::context::Output, i: usize| out.stream(i).map(|s| s.time_base());
+    let video_tb = tb(&out, 0).unwrap_or(frame_tb);
+    aac.set_stream(1, tb(&out, 1).unwrap_or(Rational::new(1, 48_000)));
+    if !cues.is_empty() {
+        let sub_tb = tb(&out, 2).unwrap_or(MS);
+        write_mov_text(output, &cues, 2, sub_tb, &mut out)?;
+    }
+
+    let mut frame_offset: i64 = 0;
+    for (path, chunk) in chunks.iter().zip(&scans) {
+        copy_chunk(
+            path,
+            chunk,
+            frame_offset,
+            totals.reorder_delay,
+            (frame_tb, video_tb),
+            &mut aac,
+            &mut out,
+        )?;
+        frame_offset += chunk.info.frames as i64;
+    }
+    aac.finish(&mut out)?;
+    ff(output, "write MP4 trailer (faststart)", out.write_trailer())?;
+    drop(out); // closes the file before fsync
+    let bytes = partial.commit()?;
+    Ok(AssembleInfo {
+        frames: totals.frames,
+        audio_samples: totals.samples,
+        duration_s: totals.video_s().max(totals.audio_s()),
+        bytes,
+    })
+}
+
+/// Sums and shared values of the chunk list.
+struct Totals {
+    frames: u64,
+    samples: u64,
+    fps: u32,
+    sample_rate: u32,
+    reorder_delay: i64,
+}
+
+impl Totals {
+    /// Also enforces the one-frame agreement of audio and video that the caller promises.
+    fn of(scans: &[ChunkScan]) -> Result<Totals, MediaError> {
+        let t = Totals {
+            frames: scans.iter().map(|s| s.info.frames).sum(),
+            samples: scans.iter().map(|s| s.info.samples).sum(),
+            fps: scans[0].info.fps,
+            sample_rate: scans[0].info.sample_rate,
+            reorder_delay: scans.iter().map(|s| s.reorder_delay).max().unwrap_or(0),
+        };
+        if (t.video_s() - t.audio_s()).abs() > 1.0 / f64::from(t.fps) + 1e-9 {
+            return Err(MediaError::DurationMismatch {
+                video_s: t.video_s(),
+                audio_s: t.audio_s(),
+            });
+        }
+        Ok(t)
+    }
+
+    fn video_s(&self) -> f64 {
+        self.frames as f64 / f64::from(self.fps)
+    }
+
+    fn audio_s(&self) -> f64 {
+        self.samples as f64 / f64::from(self.sample_rate)
+    }
+}
+
+/// Copies one chunk's video packets and feeds its PCM to the AAC track, in file order
+/// (the chunk is already interleaved, so the output is too).
+fn copy_chunk(
+    path: &Path,
+    chunk: &ChunkScan,
+    frame_offset: i64,
+    reorder_delay: i64,
+    (frame_tb, video_tb): (Rational, Rational),
+    aac: &mut AacTrack,
+    out: &mut format::context::Output,
+) -> Result<(), MediaError> {
+    let mut input = ff(path, "open chunk", format::input(path))?;
+    let chunk_tb = input
+        .stream(chunk.video_index)
+        .map_or(frame_tb, |s| s.time_base());
+    let mut decode_index: i64 = 0;
+    let mut pcm: Vec<i16> = Vec::new();
+    let mut packet = Packet::empty();
+    loop {
+        match packet.read(&mut input) {
+            Ok(()) => {}
+            Err(ffmpeg_next::Error::Eof) => break,
+            Err(e) => return ff(path, "read chunk packets", Err(e)),
+        }
+        if packet.stream() == chunk.video_index {
+            let frame = pts_to_frame(packet.pts().unwrap_or(0), chunk_tb, frame_tb);
+            packet.set_pts(Some(frame_offset + frame));
+            // dts(k) = k - delay keeps dts strictly increasing across chunk joins and never
+            // above pts (delay is the largest reorder depth of any chunk).
+            packet.set_dts(Some(frame_offset + decode_index - reorder_delay));
+            packet.set_duration(1);
+            packet.set_position(-1);
+            packet.set_stream(0);
+            packet.rescale_ts(frame_tb, video_tb);
+            ff(path, "write video packet", packet.write_interleaved(out))?;
+            decode_index += 1;
+        } else if packet.stream() == chunk.audio_index {
+            let data = packet.data().unwrap_or(&[]);
+            pcm.clear();
+            pcm.extend(
+                data.chunks_exact(2)
+                    .map(|b| i16::from_le_bytes([b[0], b[1]])),
+            );
+            aac.push(&pcm, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// First chunk's size, fps, sample rate and H.264 parameter sets must hold for all.
+fn check_compatible(chunks: &[PathBuf], scans: &[ChunkScan]) -> Result<(), MediaError> {
+    let first = &scans[0];
+    for (path, s) in chunks.iter().zip(scans).skip(1) {
+        let mismatch = |what: &'static str, first: String, found: String| {
+            Err(MediaError::ChunkMismatch {
+                path: path.clone(),
+                what,
+                first,
+                found,
+            })
+        };
+        let size = |c: &ChunkScan| format!("{}x{}", c.info.width, c.info.height);
+        if size(s) != size(first) {
+            return mismatch("frame size", size(first), size(s));
+        }
+        if s.info.fps != first.info.fps {
+            return mismatch("fps", first.info.fps.to_string(), s.info.fps.to_string());
+        }
+        if s.info.sample_rate != first.info.sample_rate {
+            return mismatch(
+                "sample rate",
+                first.info.sample_rate.to_string(),
+                s.info.sample_rate.to_string(),
+            );
+        }
+        if s.extradata != first.extradata {
+            return mismatch(
+                "H.264 parameter sets (encoder settings)",
+                hex(&first.extradata),
+                hex(&s.extradata),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Chapters in milliseconds, checked so that ffmpeg-next never panics on them.
+fn prepare_chapters(chapters: &[Chapter]) -> Result<Vec<(i64, i64, String)>, MediaError> {
+    chapters
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let what = format!("chapter {i}");
+            check_no_nul(&c.title, &what)?;
+            let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
+            if end < start {
+                return Err(MediaError::InvalidMeta(format!(
+                    "{what} ends ({}) before it starts ({})",
+                    c.end, c.start
+                )));
+            }
+            Ok((start, end, c.title.clone()))
+        })
+        .collect()
+}
+
+/// ffmpeg-next turns metadata into C strings with `unwrap`, so a NUL byte would panic.
+fn check_no_nul(text: &str, what: &str) -> Result<(), MediaError> {
+    if text.contains('\0') {
+        return Err(MediaError::InvalidMeta(format!(
+            "{what} contains a NUL byte"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! Reading chunks back: `probe_chunk` for resume decisions, `scan` for assembly.
+//!
+//! Input: a chunk path. Output: its `ChunkInfo` (and, for assembly, what concatenation
+//! needs: H.264 extradata, reorder delay, stream indices).
+//! Invariants: a chunk is accepted only when it carries our tags, has exactly one H.264
+//! yuv420p stream and one pcm_s16le mono stream matching them, every packet reads without
+//! error, video pts form exactly 0..frames-1, and each track's duration recorded at finish
+//! time equals what its packets cover (a truncated file fails this check).
+
+use std::path::Path;
+
+use ffmpeg_next::{Packet, Rational, Rescale, codec, format, media};
+
+use super::chunk::{CHUNK_VERSION, TAG_CRF, TAG_FPS, TAG_PRESET, TAG_SAMPLE_RATE, TAG_VERSION};
+use super::error::{MediaError, ff};
+use super::{ChunkInfo, init};
+
+/// Matroska stores milliseconds, so recorded and computed durations agree to about 1 ms.
+const DURATION_TOLERANCE_US: i64 = 2_000;
+
+/// Validates a checkpointed chunk; an error means "discard it and encode the segment again".
+pub fn probe_chunk(path: &Path) -> Result<ChunkInfo, MediaError> {
+    scan(path).map(|s| s.info)
+}
+
+/// Everything `assemble` needs to know about one chunk before it writes any output.
+pub(crate) struct ChunkScan {
+    pub(crate) info: ChunkInfo,
+    pub(crate) video_index: usize,
+    pub(crate) audio_index: usize,
+    /// H.264 parameter sets (avcC); equal bytes across chunks mean the streams concatenate.
+    pub(crate) extradata: Vec<u8>,
+    /// How many frames decode order runs ahead of display order (B-frames): the largest
+    /// `k - pts_k` over the k-th packet. Matroska keeps no dts, so assembly rebuilds it.
+    pub(crate) reorder_delay: i64,
+}
+
+pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
+    init()?;
+    let mut input = ff(path, "open chunk", format::input(path))?;
+    let bad = |reason: String| MediaError::BadChunk {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let tags = input.metadata();
+    let tag = |key: &str| tags.get(key).map(str::to_string);
+    if tag(TAG_VERSION).as_deref() != Some(CHUNK_VERSION) {
+        return Err(bad(format!(
+            "tag {TAG_VERSION} is {:?}, expected {CHUNK_VERSION:?}",
+            tag(TAG_VERSION)
+        )));
+    }
+    let number = |key: &str| -> Result<u32, MediaError> {
+        tag(key)
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|&v| v > 0 || key == TAG_CRF)
+            .ok_or_else(|| bad(format!("tag {key} missing or not a number")))
+    };
+    let fps = number(TAG_FPS)?;
+    let sample_rate = number(TAG_SAMPLE_RATE)?;
+    let crf = u8::try_from(number(TAG_CRF)?).map_err(|_| bad(format!("tag {TAG_CRF} too big")))?;
+    let preset = tag(TAG_PRESET).ok_or_else(|| bad(format!("tag {TAG_PRESET} missing")))?;
+
+    if input.nb_streams() != 2 {
+        return Err(bad(format!("{} streams, expected 2", input.nb_streams())));
+    }
+    let mut video = None;
+    let mut audio = None;
+    for stream in input.streams() {
+        let params = stream.parameters();
+        match params.medium() {
+            media::Type::Video => video = Some((stream.index(), stream.time_base(), params)),
+            media::Type::Audio => audio = Some((stream.index(), params)),
+            other => return Err(bad(format!("unexpected {other:?} stream"))),
+        }
+    }
+    let (video_index, video_tb, video_params) =
+        video.ok_or_else(|| bad("no video stream".to_string()))?;
+    let (audio_index, audio_params) = audio.ok_or_else(|| bad("no audio stream".to_string()))?;
+    if video_params.id() != codec::Id::H264 || audio_params.id() != codec::Id::PCM_S16LE {
+        return Err(bad(format!(
+            "codecs {:?}/{:?}, expected H264/PCM_S16LE",
+            video_params.id(),
+            audio_params.id()
+        )));
+    }
+    let extradata = extradata(&video_params);
+    let decoder = ff(
+        path,
+        "read video parameters",
+        codec::Context::from_parameters(video_params),
+    )?;
+    let v = ff(path, "read video parameters", decoder.decoder().video())?;
+    // Matroska does not store the pixel format; ffmpeg learns it by decoding the first
+    // frame, so a chunk without frames reports none.
+    if v.format() != format::Pixel::YUV420P && v.format() != format::Pixel::None {
+        return Err(bad(format!(
+            "pixel format {:?}, expected YUV420P",
+            v.format()
+        )));
+    }
+    let (width, height) = (v.width(), v.height());
+    let decoder = ff(
+        path,
+        "read audio parameters",
+        codec::Context::from_parameters(audio_params),
+    )?;
+    let a = ff(path, "read audio parameters", decoder.decoder().audio())?;
+    if a.channels() != 1 || a.rate() != sample_rate {
+        return Err(bad(format!(
+            "audio is {} channel(s) at {} Hz, tags say mono at {sample_rate} Hz",
+            a.channels(),
+            a.rate()
+        )));
+    }
+
+    let frame_tb = Rational::new(1, fps as i32);
+    let mut seen: Vec<bool> = Vec::new();
+    let mut frames: u64 = 0;
+    let mut samples: u64 = 0;
+    let mut reorder_delay: i64 = 0;
+    let mut packet = Packet::empty();
+    loop {
+        match packet.read(&mut input) {
+            Ok(()) => {}
+            Err(ffmpeg_next::Error::Eof) => break,
+            Err(e) => return ff(path, "read chunk packets", Err(e)),
+        }
+        if packet.stream() == video_index {
+            let pts = packet
+                .pts()
+                .ok_or_else(|| bad(format!("video packet {frames} has no pts")))?;
+            let index = pts_to_frame(pts, video_tb, frame_tb);
+            let slot =
+                usize::try_from(index).map_err(|_| bad(format!("video pts {pts} is negative")))?;
+            if slot >= seen.len() {
+                seen.resize(slot + 1, false);
+            }
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(bad(format!("frame {slot} appears twice")));
+            }
+            reorder_delay = reorder_delay.max(frames as i64 - index);
+            frames += 1;
+        } else if packet.stream() == audio_index {
+            let size = packet.size();
+            if !size.is_multiple_of(2) {
+                return Err(bad(format!("odd PCM packet size {size}")));
+            }
+            samples += size as u64 / 2;
+        }
+    }
+    if seen.len() as u64 != frames {
+        return Err(bad(format!(
+            "{frames} video packets but pts reach frame {}",
+            seen.len().saturating_sub(1)
+        )));
+    }
+    let streams = [
+        ("video", video_index, frames, fps),
+        ("audio", audio_index, samples, sample_rate),
+    ];
+    for (kind, index, units, rate) in streams {
+        let covered_us = (units as i128 * 1_000_000 / i128::from(rate)) as i64;
+        let recorded_us = input
+            .stream(index)
+            .and_then(|s| s.metadata().get("DURATION").and_then(parse_duration_us));
+        let ok = match recorded_us {
+            Some(us) => (us - covered_us).abs() <= DURATION_TOLERANCE_US,
+            None => covered_us == 0,
+        };
+        if !ok {
+            return Err(bad(format!(
+                "{kind} track records {recorded_us:?} us but its packets cover {covered_us} us \
+                 (truncated?)"
+            )));
+        }
+    }
+    Ok(ChunkScan {
+        info: ChunkInfo {
+            frames,
+            samples,
+            width,
+            height,
+            fps,
+            sample_rate,
+            crf,
+            preset,
+        },
+        video_index,
+        audio_index,
+        extradata,
+        reorder_delay,
+    })
+}
+
+/// Matroska's per-track `DURATION` tag ("HH:MM:SS.nnnnnnnnn"), written at finish time,
+/// in microseconds.
+pub(crate) fn parse_duration_us(text: &str) -> Option<i64> {
+    let mut parts = text.splitn(3, ':');
+    let hours: i64 = parts.next()?.parse().ok()?;
+    let minutes: i64 = parts.next()?.parse().ok()?;
+    let seconds: f64 = parts.next()?.parse().ok()?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return None;
+    }
+    let whole = hours
+        .checked_mul(3600)?
+        .checked_add(minutes.checked_mul(60)?)?;
+    whole
+        .checked_mul(1_000_000)?
+        .checked_add((seconds * 1e6).round() as i64)
+}
+
+/// Frame index of a pts; exact because Matroska's millisecond rounding is far below half
+/// a frame for any fps this module accepts.
+pub(crate) fn pts_to_frame(pts: i64, stream_tb: Rational, frame_tb: Rational) -> i64 {
+    pts.rescale(stream_tb, frame_tb)
+}
+
+/// The codec parameters' extradata; ffmpeg-next exposes no accessor for it.
+fn extradata(params: &codec::Parameters) -> Vec<u8> {
+    // SAFETY: `params` owns a valid AVCodecParameters; extradata is either null or points
+    // to `extradata_size` readable bytes owned by it, and we copy them before it can change.
+    unsafe {
+        let p = params.as_ptr();
+        let (data, size) = ((*p).extradata, (*p).extradata_size);
+        if data.is_null() || size <= 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(data, size as usize).to_vec()
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Subtitle cues: the MP4's mov_text track and an optional sidecar .srt.
+//!
+//! Input: `Cue`s in seconds, in any order. Output: timed text samples in milliseconds
+//! (sorted, overlaps clipped, empty ones dropped), as mov_text packets or SRT text.
+//! Invariants: samples have strictly increasing start times (MP4 needs monotonic dts) and
+//! each mov_text payload is the 3GPP text sample: a big-endian u16 byte length and UTF-8.
+//!
+//! Why packets are written directly: ffmpeg's mov_text encoder would need an AVSubtitle
+//! with ASS-escaped text that ffmpeg-next neither frees nor lets us fill without panics on
+//! NUL bytes. The encoder is still opened once, because its extradata is the tx3g sample
+//! description (default style and font table) that players expect.
+
+use std::path::Path;
+
+use ffmpeg_next::{Packet, Rational, codec, encoder, format};
+
+use super::Cue;
+use super::atomic::PartialFile;
+use super::error::{MediaError, ff, io};
+
+/// mov_text and chapter timestamps are in milliseconds.
+pub(crate) const MS: Rational = Rational(1, 1000);
+
+/// A cue ready for writing: integer milliseconds, non-empty, not overlapping the next.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TimedText {
+    pub(crate) start_ms: i64,
+    pub(crate) end_ms: i64,
+    pub(crate) text: String,
+}
+
+/// Seconds → milliseconds, rejecting what cannot be a timestamp.
+pub(crate) fn to_ms(seconds: f64, what: &str) -> Result<i64, MediaError> {
+    if !seconds.is_finite() || !(0.0..=1.0e9).contains(&seconds) {
+        return Err(MediaError::InvalidMeta(format!(
+            "{what}: time {seconds} is not a finite, non-negative number of seconds"
+        )));
+    }
+    Ok((seconds * 1000.0).round() as i64)
+}
+
+/// Sorts cues by start, clips each to the next start, drops those left empty.
+pub(crate) fn prepare_cues(cues: &[Cue]) -> Result<Vec<TimedText>, MediaError> {
+    let mut timed = Vec::with_capacity(cues.len());
+    for (i, cue) in cues.iter().enumerate() {
+        let what = format!("cue {i}");
+        let (start_ms, end_ms) = (to_ms(cue.start, &what)?, to_ms(cue.end, &what)?);
+        if end_ms < start_ms {
+            return Err(MediaError::InvalidMeta(format!(
+                "{what} ends ({}) before it starts ({})",
+                cue.end, cue.start
+            )));
+        }
+        // Blank lines would end an SRT cue early; a tx3g sample cannot exceed 64 KiB.
+        let text: Vec<&str> = cue
+            .text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let text = text.join("\n");
+        if text.len() > usize::from(u16::MAX) {
+            return Err(MediaError::InvalidMeta(format!(
+                "{what} has {} bytes of text, the limit is {}",
+                text.len(),
+                u16::MAX
+            )));
+        }
+        timed.push(TimedText {
+            start_ms,
+            end_ms,
+            text,
+        });
+    }
+    timed.sort_by_key(|t| t.start_ms);
+    for i in 1..timed.len() {
+        let next_start = timed[i].start_ms;
+        let prev = &mut timed[i - 1];
+        prev.end_ms = prev.end_ms.min(next_start);
+    }
+    timed.retain(|t| t.end_ms > t.start_ms && !t.text.is_empty());
+    Ok(timed)
+}
+
+/// The ASS header the mov_text encoder turns into the tx3g sample description: one
+/// "Default" style (font, size, colours) as ffmpeg's own default header has it.
+const ASS_HEADER: &str = "[Script Info]\n\
+ScriptType: v4.00+\n\
+PlayResX: 384\n\
+PlayResY: 288\n\
+\n\
+[V4+ Styles]\n\
+Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, \
+Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, \
+Shadow, Alignment, MarginL, MarginR, MarginV, Encoding\n\
+Style: Default,Arial,16,&Hffffff,&Hffffff,&H0,&H0,0,0,0,0,100,100,0,0,1,1,0,2,10,10,10,0\n\
+\n\
+[Events]\n\
+Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n";
+
+/// Opens the mov_text encoder only for its extradata (see the module header).
+pub(crate) fn mov_text_encoder(path: &Path) -> Result<encoder::Subtitle, MediaError> {
+    let codec = encoder::find(codec::Id::MOV_TEXT).ok_or_else(|| MediaError::Ffmpeg {
+        path: path.to_path_buf(),
+        step: "find mov_text encoder",
+        source: ffmpeg_next::Error::EncoderNotFound,
+    })?;
+    let mut enc = ff(
+        path,
+        "create mov_text encoder",
+        codec::Context::new_with_codec(codec).encoder().subtitle(),
+    )?;
+    enc.set_time_base(MS);
+    // SAFETY: `enc` owns a valid, unopened AVCodecContext whose subtitle_header is null.
+    // The buffer comes from av_mallocz (zero-terminated, as ffmpeg expects) and is owned by
+    // the context from here on: avcodec_free_context frees it.
+    unsafe {
+        let ctx = enc.as_mut_ptr();
+        let header = ASS_HEADER.as_bytes();
+        let buf = ffmpeg_next::ffi::av_mallocz(header.len() + 1).cast::<u8>();
+        if buf.is_null() {
+            return ff(
+                path,
+                "allocate subtitle header",
+                Err(ffmpeg_next::Error::Bug),
+            );
+        }
+        std::ptr::copy_nonoverlapping(header.as_ptr(), buf, header.len());
+        (*ctx).subtitle_header = buf;
+        (*ctx).subtitle_header_size = header.len() as i32;
+    }
+    ff(path, "open mov_text encoder", enc.open())
+}
+
+/// Writes every cue as one mov_text packet on `stream` (time base `stream_tb`).
+pub(crate) fn write_mov_text(
+    path: &Path,
+    cues: &[TimedText],
+    stream: usize,
+    stream_tb: Rational,
+    out: &mut format::context::Output,
+) -> Result<(), MediaError> {
+    for cue in cues {
+        let mut data = Vec::with_capacity(cue.text.len() + 2);
+        data.extend_from_slice(&(cue.text.len() as u16).to_be_bytes());
+        data.extend_from_slice(cue.text.as_bytes());
+        let mut packet = Packet::copy(&data);
+        packet.set_stream(stream);
+        packet.set_pts(Some(cue.start_ms));
+        packet.set_dts(Some(cue.start_ms));
+        packet.set_duration(cue.end_ms - cue.start_ms);
+        packet.rescale_ts(MS, stream_tb);
+        ff(path, "write subtitle packet", packet.write_interleaved(out))?;
+    }
+    Ok(())
+}
+
+/// The cues as SubRip text (same sorting and clipping as the mov_text track).
+pub fn srt_text(cues: &[Cue]) -> Result<String, MediaError> {
+    let mut s = String::new();
+    for (i, cue) in prepare_cues(cues)?.iter().enumerate() {
+        s.push_str(&format!(
+            "{}\n{} --> {}\n{}\n\n",
+            i + 1,
+            srt_time(cue.start_ms),
+            srt_time(cue.end_ms),
+            cue.text
+        ));
+    }
+    Ok(s)
+}
+
+/// Writes a sidecar .srt atomically: for players that ignore mov_text (most browsers).
+pub fn write_srt(path: &Path, cues: &[Cue]) -> Result<(), MediaError> {
+    let text = srt_text(cues)?;
+    let partial = PartialFile::new(path)?;
+    io(path, "write srt", std::fs::write(partial.path(), text))?;
+    partial.commit().map(drop)
+}
+
+fn srt_time(ms: i64) -> String {
+    format!(
+        "{:02}:{:02}:{:02},{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}

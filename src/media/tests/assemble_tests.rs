@@ -1,0 +1,173 @@
+//! assemble: stream layout, faststart, frame counts on a sample grid, bit-exact copy,
+//! chapters and subtitles.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::super::{Chapter, Cue, OutputMeta, VideoSettings, assemble};
+use super::{entries, ffprobe, frame_md5s, num, small, stream, temp, top_level_atoms, write_chunk};
+
+/// Frames of a chunk on the global grid the pipeline uses.
+fn grid_frames(start: u64, end: u64, fps: u64, rate: u64) -> u64 {
+    let at = |s: u64| (s * fps + rate / 2) / rate;
+    at(end) - at(start)
+}
+
+#[test]
+fn one_chunk_gives_h264_aac_faststart_mp4() {
+    let (dir, out) = temp("out.mp4");
+    let chunk = dir.path().join("c0.mkv");
+    write_chunk(&chunk, &small(25), 22050, 50, 44100);
+    let meta = OutputMeta {
+        title: Some("Chapter One: «Ünïcode»".into()),
+        ..OutputMeta::default()
+    };
+    let info = assemble(&[chunk], &out, &meta).expect("assemble");
+    assert_eq!((info.frames, info.audio_samples), (50, 44100));
+    assert!((info.duration_s - 2.0).abs() < 1e-9);
+    assert_eq!(info.bytes, std::fs::metadata(&out).unwrap().len());
+    assert_eq!(entries(dir.path()), ["c0.mkv", "out.mp4"]);
+
+    let atoms = top_level_atoms(&out);
+    let pos = |name: &str| atoms.iter().position(|a| a == name).expect(name);
+    assert!(pos("moov") < pos("mdat"), "faststart: {atoms:?}");
+
+    let p = ffprobe(&out, &["-count_frames"]);
+    assert_eq!(p["format"]["tags"]["title"], "Chapter One: «Ünïcode»");
+    let v = stream(&p, "video");
+    assert_eq!(v["codec_name"], "h264");
+    assert_eq!(v["pix_fmt"], "yuv420p");
+    assert_eq!(v["nb_frames"], "50");
+    assert_eq!(v["nb_read_frames"], "50");
+    assert_eq!(v["avg_frame_rate"], "25/1");
+    let a = stream(&p, "audio");
+    assert_eq!(a["codec_name"], "aac");
+    assert_eq!(a["sample_rate"], "48000");
+    assert_eq!(a["channels"], 1);
+    let (vd, ad) = (num(&v["duration"]), num(&a["duration"]));
+    assert!((vd - 2.0).abs() < 0.040, "video {vd}");
+    assert!((ad - 2.0).abs() < 0.040, "audio {ad}");
+    assert_eq!(p["streams"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn three_chunks_on_a_sample_grid_concatenate_exactly() {
+    let (dir, out) = temp("out.mp4");
+    let lengths = [33333u64, 12345, 50000];
+    let mut start = 0;
+    let mut chunks: Vec<PathBuf> = Vec::new();
+    for (i, len) in lengths.iter().enumerate() {
+        let path = dir.path().join(format!("c{i}.mkv"));
+        let frames = grid_frames(start, start + len, 25, 22050);
+        let info = write_chunk(&path, &small(25), 22050, frames, *len);
+        assert_eq!(info.frames, frames);
+        chunks.push(path);
+        start += len;
+    }
+    let total: u64 = lengths.iter().sum();
+    let expected = (total * 25 + 11025) / 22050;
+    let info = assemble(&chunks, &out, &OutputMeta::default()).expect("assemble");
+    assert_eq!(info.frames, expected);
+    assert_eq!(info.audio_samples, total);
+
+    let p = ffprobe(&out, &["-count_frames"]);
+    let v = stream(&p, "video");
+    assert_eq!(v["nb_frames"], expected.to_string());
+    assert_eq!(v["nb_read_frames"], expected.to_string());
+    let (vd, ad) = (num(&v["duration"]), num(&stream(&p, "audio")["duration"]));
+    assert!((vd - expected as f64 / 25.0).abs() < 1e-3, "video {vd}");
+    assert!((ad - vd).abs() <= 0.040, "audio {ad} vs video {vd}");
+    assert!((ad - total as f64 / 22050.0).abs() < 0.005, "audio {ad}");
+
+    // Copy, not re-encode: the output decodes to exactly the chunks' frames, in order.
+    let chunk_frames: Vec<String> = chunks.iter().flat_map(|c| frame_md5s(c)).collect();
+    assert_eq!(chunk_frames.len() as u64, expected);
+    assert_eq!(frame_md5s(&out), chunk_frames);
+}
+
+#[test]
+fn chunks_without_b_frames_and_empty_chunks_assemble() {
+    let (dir, out) = temp("out.mp4");
+    let video = VideoSettings {
+        preset: "ultrafast".into(),
+        ..small(25)
+    };
+    let lengths = [(25u64, 22050u64), (0, 400), (10, 8820 - 400)];
+    let mut chunks = Vec::new();
+    for (i, (frames, samples)) in lengths.iter().enumerate() {
+        let path = dir.path().join(format!("c{i}.mkv"));
+        write_chunk(&path, &video, 22050, *frames, *samples);
+        chunks.push(path);
+    }
+    let info = assemble(&chunks, &out, &OutputMeta::default()).expect("assemble");
+    assert_eq!(info.frames, 35);
+    // ffmpeg cannot decode a chunk without frames, so it is left out of the reference.
+    let chunk_frames: Vec<String> = [&chunks[0], &chunks[2]]
+        .iter()
+        .flat_map(|c| frame_md5s(c))
+        .collect();
+    assert_eq!(frame_md5s(&out), chunk_frames);
+}
+
+#[test]
+fn chapters_and_subtitles_are_written() {
+    let (dir, out) = temp("out.mp4");
+    let chunk = dir.path().join("c0.mkv");
+    write_chunk(&chunk, &small(25), 22050, 75, 66150);
+    let meta = OutputMeta {
+        title: None,
+        chapters: vec![
+            Chapter {
+                title: "Opening".into(),
+                start: 0.0,
+                end: 1.5,
+            },
+            Chapter {
+                title: "Zweiter Teil".into(),
+                start: 1.5,
+                end: 3.0,
+            },
+        ],
+        cues: vec![
+            Cue {
+                text: "Second line.".into(),
+                start: 1.6,
+                end: 2.9,
+            },
+            Cue {
+                text: "Hello, world!\nTwo lines.".into(),
+                start: 0.1,
+                end: 1.4,
+            },
+        ],
+    };
+    assemble(&[chunk], &out, &meta).expect("assemble");
+
+    let p = ffprobe(&out, &[]);
+    let chapters = p["chapters"].as_array().expect("chapters");
+    assert_eq!(chapters.len(), 2);
+    assert_eq!(chapters[0]["tags"]["title"], "Opening");
+    assert_eq!(chapters[1]["tags"]["title"], "Zweiter Teil");
+    assert!((num(&chapters[1]["start_time"]) - 1.5).abs() < 1e-3);
+    assert!((num(&chapters[1]["end_time"]) - 3.0).abs() < 1e-3);
+    assert_eq!(stream(&p, "subtitle")["codec_name"], "mov_text");
+
+    let srt = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(&out)
+        .args(["-map", "0:s", "-f", "srt", "-"])
+        .output()
+        .expect("ffmpeg");
+    let srt = String::from_utf8_lossy(&srt.stdout).replace('\r', "");
+    assert!(
+        srt.contains("00:00:00,100 --> 00:00:01,400\nHello, world!\nTwo lines.\n"),
+        "{srt}"
+    );
+    assert!(
+        srt.contains("00:00:01,600 --> 00:00:02,900\nSecond line.\n"),
+        "{srt}"
+    );
+    let atoms = top_level_atoms(&out);
+    let pos = |name: &str| atoms.iter().position(|a| a == name).expect(name);
+    assert!(pos("moov") < pos("mdat"), "faststart: {atoms:?}");
+}
