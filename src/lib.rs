@@ -1,1 +1,4 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
+
+pub mod lipsync;
+pub mod render;
