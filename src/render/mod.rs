@@ -1,0 +1,252 @@
+//! Frame synthesis: the portrait + one [`FramePose`] → one RGB24 frame of the portrait's size.
+//!
+//! Input: the portrait (RGB) and its 68 iBUG landmarks (pixel units, pixel centres at integer
+//! coordinates), once; then a pose per frame. Output: RGB24 frames.
+//! Invariants:
+//! - Everything that does not depend on the pose (lip curves, colours, the head weight map) is
+//!   computed in [`FaceRig::new`]; a frame copies the portrait and then recomputes only the
+//!   pixels inside the regions the pose can change (mouth + jaw, blinking eyes, moving head).
+//! - One backward warp per pixel, bilinear sampling of the portrait (never of a warped
+//!   frame), so nothing is resampled twice and the mouth stays as sharp as the portrait.
+//! - All displacements fade to exactly zero with smoothstep falloffs: no box, no seam; pixels
+//!   outside the regions, and always the outer [`border`](FaceRig::border) of the frame, are
+//!   bit-identical to the portrait.
+//! - The mouth is synthesised from the pose, not from the portrait's expression: a smiling,
+//!   open mouth closes fully (lips drawn together, lip texture, a thin seam).
+//!
+//! Head motion and blinks come from [`Idle`] (or any caller); `--still` means no head motion but
+//! blinks stay (see [`Idle`]).
+
+mod eyes;
+pub mod framing;
+mod geometry;
+mod head;
+mod idle;
+mod mouth;
+mod sample;
+
+use crate::lipsync::MouthPose;
+use geometry::{P, len, mean, sub};
+use sample::{Rgb, put};
+
+pub use idle::Idle;
+
+/// Small rigid head motion. Shifts are in inter-ocular distances (so the same pose suits any
+/// portrait size; 0.02 ≈ 1.2 px for eyes 60 px apart), roll in radians about the neck. The
+/// renderer clamps shifts to ±0.15 and roll to ±0.1.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HeadPose {
+    pub dx: f32,
+    pub dy: f32,
+    pub roll: f32,
+}
+
+/// Everything that varies per frame.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FramePose {
+    pub mouth: MouthPose,
+    /// 0 = eyes open (as in the portrait) .. 1 = closed.
+    pub blink: f32,
+    pub head: HeadPose,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RenderError {
+    #[error("portrait is {width}x{height} px; at least 32x32 is needed")]
+    ImageTooSmall { width: u32, height: u32 },
+    #[error("landmark {index} at ({x}, {y}) is not a usable point inside the portrait")]
+    BadLandmark { index: usize, x: f32, y: f32 },
+    #[error(
+        "face too small to animate: mouth {mouth_px:.1} px, eyes {iod_px:.1} px apart (need 8 and 10)"
+    )]
+    FaceTooSmall { mouth_px: f32, iod_px: f32 },
+    #[error("landmarks do not describe an upright face: {0}")]
+    NotAFace(&'static str),
+    #[error("output size {width}x{height} is not between 1 and 16384 on each side")]
+    BadOutputSize { width: u32, height: u32 },
+}
+
+/// Checks the portrait and landmarks are usable.
+pub(crate) fn validate(img: &image::RgbImage, lm: &[[f32; 2]; 68]) -> Result<(), RenderError> {
+    let (w, h) = (img.width(), img.height());
+    if w < 32 || h < 32 {
+        return Err(RenderError::ImageTooSmall {
+            width: w,
+            height: h,
+        });
+    }
+    let (wf, hf) = (w as f32, h as f32);
+    for (index, &[x, y]) in lm.iter().enumerate() {
+        // The jaw line may leave a tight crop; the features we move must be inside.
+        let slack = if index < 17 { wf.max(hf) } else { 0.5 };
+        let ok = x.is_finite()
+            && y.is_finite()
+            && x >= -slack
+            && y >= -slack
+            && x <= wf - 1.0 + slack
+            && y <= hf - 1.0 + slack;
+        if !ok {
+            return Err(RenderError::BadLandmark { index, x, y });
+        }
+    }
+    let mouth_px = len(sub(lm[54], lm[48]));
+    let eye_line = sub(mean(&lm[42..48]), mean(&lm[36..42]));
+    let iod_px = len(eye_line);
+    if mouth_px < 8.0 || iod_px < 10.0 {
+        return Err(RenderError::FaceTooSmall { mouth_px, iod_px });
+    }
+    let mouth_dir = sub(lm[54], lm[48]);
+    if geometry::dot(mouth_dir, eye_line) < 0.7 * mouth_px * iod_px {
+        return Err(RenderError::NotAFace(
+            "mouth and eye lines differ by more than 45°",
+        ));
+    }
+    // "Down" (eye line turned clockwise) must point from the eyes to the mouth.
+    let down = [-eye_line[1], eye_line[0]];
+    let to_mouth = sub(mean(&lm[48..68]), mean(&lm[36..48]));
+    if geometry::dot(down, to_mouth) < 0.5 * iod_px * iod_px {
+        return Err(RenderError::NotAFace("mouth is not below the eyes"));
+    }
+    for first in [36, 42] {
+        if len(sub(lm[first + 3], lm[first])) < 4.0 {
+            return Err(RenderError::FaceTooSmall { mouth_px, iod_px });
+        }
+    }
+    Ok(())
+}
+
+/// A portrait prepared for fast frame synthesis.
+#[derive(Debug, Clone)]
+pub struct FaceRig {
+    base: Rgb,
+    mouth: mouth::MouthRig,
+    eyes: [eyes::EyeRig; 2],
+    head: head::HeadRig,
+}
+
+/// Integer pixel box, end-exclusive.
+#[derive(Debug, Clone, Copy)]
+struct Roi {
+    x0: usize,
+    y0: usize,
+    x1: usize,
+    y1: usize,
+}
+
+impl Roi {
+    fn from_bounds(b: [f32; 4], w: usize, h: usize) -> Roi {
+        let c = |v: f32, hi: usize| v.clamp(0.0, hi as f32) as usize;
+        Roi {
+            x0: c(b[0].floor() - 1.0, w),
+            y0: c(b[1].floor() - 1.0, h),
+            x1: c(b[2].ceil() + 2.0, w),
+            y1: c(b[3].ceil() + 2.0, h),
+        }
+    }
+
+    fn union(self, o: Roi) -> Roi {
+        Roi {
+            x0: self.x0.min(o.x0),
+            y0: self.y0.min(o.y0),
+            x1: self.x1.max(o.x1),
+            y1: self.y1.max(o.y1),
+        }
+    }
+}
+
+impl FaceRig {
+    /// Prepares `portrait` with its 68 landmarks. Fails on a portrait under 32 px, landmarks
+    /// outside it or non-finite, a face too small to animate, or landmarks that are not an
+    /// upright face (tilts up to ~45° are accepted).
+    pub fn new(
+        portrait: &image::RgbImage,
+        landmarks: &[[f32; 2]; 68],
+    ) -> Result<FaceRig, RenderError> {
+        validate(portrait, landmarks)?;
+        let base = Rgb::from_image(portrait);
+        let lm: [P; 68] = *landmarks;
+        let mouth = mouth::MouthRig::new(&base, &lm);
+        let eyes = [
+            eyes::EyeRig::new(&lm, 36, lm[19]),
+            eyes::EyeRig::new(&lm, 42, lm[24]),
+        ];
+        let head = head::HeadRig::new(base.width, base.height, &lm);
+        Ok(FaceRig {
+            base,
+            mouth,
+            eyes,
+            head,
+        })
+    }
+
+    pub fn width(&self) -> u32 {
+        self.base.width as u32
+    }
+
+    pub fn height(&self) -> u32 {
+        self.base.height as u32
+    }
+
+    /// Width in pixels of the frame border that never changes (12 % of the shorter side).
+    pub fn border(&self) -> u32 {
+        head::border_margin(self.base.width, self.base.height) as u32
+    }
+
+    /// Renders one frame into `out` (RGB24, `width × height × 3` bytes).
+    ///
+    /// # Panics
+    /// If `out` has the wrong length.
+    pub fn render(&self, frame: &FramePose, out: &mut [u8]) {
+        assert_eq!(
+            out.len(),
+            self.base.data.len(),
+            "frame buffer must be width × height × 3 bytes"
+        );
+        out.copy_from_slice(&self.base.data);
+        let (w, h) = (self.base.width, self.base.height);
+        let mf = self.mouth.frame(&frame.mouth);
+        let blink = if frame.blink.is_finite() {
+            frame.blink.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let head = self.head.frame(&frame.head);
+        let mut roi = Roi::from_bounds(self.mouth.bounds(), w, h);
+        if blink > 0.0 {
+            for e in &self.eyes {
+                roi = roi.union(Roi::from_bounds(e.bounds(), w, h));
+            }
+        }
+        if let Some(hf) = &head {
+            roi = roi.union(Roi::from_bounds(self.head.bounds(hf), w, h));
+        }
+        for y in roi.y0..roi.y1 {
+            for x in roi.x0..roi.x1 {
+                let q = match &head {
+                    Some(hf) => self.head.source(hf, x, y),
+                    None => [x as f32, y as f32],
+                };
+                let moved = q != [x as f32, y as f32];
+                let c = self.mouth.shade(&mf, &self.base, q).or_else(|| {
+                    if blink > 0.0 {
+                        self.eyes[0]
+                            .shade(&self.base, blink, q)
+                            .or_else(|| self.eyes[1].shade(&self.base, blink, q))
+                    } else {
+                        None
+                    }
+                });
+                let i = (y * w + x) * 3;
+                match c {
+                    Some(c) => put(out, i, c),
+                    None if moved => put(out, i, self.base.bilinear(q[0], q[1])),
+                    None => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
