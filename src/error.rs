@@ -1,11 +1,17 @@
 //! One error type for the library, and the single place that decides the process exit code.
 //!
 //! Exit codes (documented in the README): 0 success, 2 bad input (script, portrait, voice,
-//! arguments, job spec), 1 anything else (missing assets, runtime, media, I/O, cache).
+//! arguments, job spec), 1 anything else (missing assets, runtime, media, I/O, cache), 130 when
+//! cancelled by a signal.
 
 use std::path::PathBuf;
 
+use crate::cache::CacheError;
+use crate::face::FaceError;
+use crate::media::MediaError;
 use crate::phonemize::PhonemizeError;
+use crate::render::RenderError;
+use crate::script::ScriptError;
 use crate::tts::graph_patch::PatchError;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -15,30 +21,55 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Script(#[from] ScriptError),
     #[error("voice: {0}")]
     Voice(String),
     #[error("voice model {path}: {source}")]
     VoiceGraph { path: PathBuf, source: PatchError },
+    #[error("{0}")]
+    Face(#[from] FaceError),
+    #[error("portrait cannot be animated: {0}")]
+    Rig(#[from] RenderError),
     #[error("{0}")]
     Assets(String),
     #[error("speech engine: {0}")]
     Engine(String),
     #[error("phonemizer: {0}")]
     Phonemize(#[from] PhonemizeError),
+    #[error("video: {0}")]
+    Media(#[from] MediaError),
+    #[error("cache: {0}")]
+    Cache(#[from] CacheError),
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("cancelled")]
+    Cancelled,
+    #[error("a worker thread stopped unexpectedly: {0}")]
+    ThreadLost(String),
 }
 
 impl Error {
-    /// 2 for anything the user can fix in what they passed in, 1 otherwise.
+    /// 2 for anything the user can fix in what they passed in, 1 otherwise, 130 when cancelled.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage(_) | Error::Voice(_) | Error::VoiceGraph { .. } => 2,
+            Error::Usage(_) | Error::Script(_) | Error::Voice(_) | Error::VoiceGraph { .. } | Error::Rig(_) => 2,
             Error::Phonemize(PhonemizeError::UnknownVoice(_)) => 2,
-            Error::Assets(_) | Error::Engine(_) | Error::Phonemize(_) | Error::Io { .. } => 1,
+            Error::Face(e) => {
+                if e.is_bad_input() {
+                    2
+                } else {
+                    1
+                }
+            }
+            Error::Cancelled => 130,
+            Error::Assets(_)
+            | Error::Engine(_)
+            | Error::Phonemize(_)
+            | Error::Media(_)
+            | Error::Cache(_)
+            | Error::Io { .. }
+            | Error::ThreadLost(_) => 1,
         }
     }
 
@@ -51,5 +82,20 @@ impl Error {
 impl From<ort::Error> for Error {
     fn from(e: ort::Error) -> Self {
         Error::Engine(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_input_is_2_and_the_rest_1() {
+        assert_eq!(Error::Usage("x".into()).exit_code(), 2);
+        assert_eq!(Error::Voice("x".into()).exit_code(), 2);
+        assert_eq!(Error::Face(FaceError::NoFace { path: "p".into() }).exit_code(), 2);
+        assert_eq!(Error::Face(FaceError::ModelMissing { path: "m".into() }).exit_code(), 1);
+        assert_eq!(Error::Assets("x".into()).exit_code(), 1);
+        assert_eq!(Error::Cancelled.exit_code(), 130);
     }
 }

@@ -89,6 +89,16 @@ pub enum FaceError {
     },
 }
 
+impl FaceError {
+    /// True for problems with the portrait the user gave (exit code 2), false for broken model files.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(
+            self,
+            FaceError::ModelMissing { .. } | FaceError::ModelUnreadable { .. } | FaceError::ModelCorrupt { .. }
+        )
+    }
+}
+
 /// The largest face of a portrait.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Face {

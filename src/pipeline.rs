@@ -1,0 +1,492 @@
+//! The render: threads and channels only; every stage lives in its own module.
+//!
+//! ```text
+//! main: script → face → plan (text, phonemes, keys) → cache lookups
+//!   speech thread: windows of missing chunks → phrase cache / bucketed synthesis → chunk audio ─┐
+//!   chunk workers (one per core): frames → x264 → chunk file in the cache  ◀── bounded channel ─┘
+//! main: every chunk, cached or new → MP4 (temp file, renamed when complete)
+//! ```
+//! Memory is bounded by the channel capacity and the speech window, not by the script's length.
+//! The first real error stops every thread; knock-on errors from the stop are not reported.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use crossbeam_channel::bounded;
+
+use crate::assets::{Assets, DEFAULT_VOICE};
+use crate::cache::{Cache, Key};
+use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
+use crate::error::{Error, Result};
+use crate::face::{FaceModels, Portrait};
+use crate::look::{self, Framing, LookOptions};
+use crate::media::{self, Chapter, Cue, OutputMeta, VideoSettings};
+use crate::phonemize::Phonemizer;
+use crate::plan::Plan;
+use crate::progress::{Clock, Event, Progress, Stage};
+use crate::script::Script;
+use crate::speech::{SpeechEngine, SpeechOptions, SpeechStats};
+use crate::tts::Speech;
+use crate::tts::batch::BatchLimits;
+use crate::voice::VoiceFiles;
+
+/// Missing utterances gathered before a round of synthesis (the pool the length buckets draw from).
+const SPEECH_WINDOW: usize = 32;
+/// Chunks waiting between the speech thread and the workers.
+const CHANNEL_CAPACITY: usize = 2;
+
+/// Where the cache lives for this render.
+#[derive(Debug, Clone)]
+pub enum CacheLocation {
+    Dir(PathBuf),
+    /// `--no-cache`: a private directory beside the output, removed afterwards.
+    Temporary,
+}
+
+#[derive(Debug, Clone)]
+pub struct RenderOptions {
+    pub script: PathBuf,
+    pub portrait: PathBuf,
+    pub output: PathBuf,
+    pub assets: Assets,
+    pub cache: CacheLocation,
+    /// Overrides the script's voice.
+    pub voice: Option<String>,
+    /// Overrides the script's size.
+    pub size: Option<(u32, u32)>,
+    /// Overrides the script's fps.
+    pub fps: Option<u32>,
+    pub framing: Framing,
+    pub still: bool,
+    pub seed: u64,
+    pub crf: u8,
+    pub preset: String,
+    pub threads: usize,
+    /// Piper's sampling noise (on by default, as Piper does; off makes speech deterministic).
+    pub noise: bool,
+    pub batch: BatchLimits,
+}
+
+/// What a render did and how long each part took.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RenderReport {
+    pub output: PathBuf,
+    pub bytes: u64,
+    pub audio_seconds: f64,
+    pub frames: u64,
+    pub fps: u32,
+    pub width: u32,
+    pub height: u32,
+    pub chunks: usize,
+    pub chunks_reused: usize,
+    pub utterances: usize,
+    pub phrase_hits: u64,
+    pub speech: SpeechStats,
+    pub wall_seconds: f64,
+    /// Seconds per stage summed over threads.
+    pub stage_seconds: HashMap<&'static str, f64>,
+}
+
+/// A chunk ready for the MP4: its file, length and sentence spans.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct ChunkDone {
+    samples: u64,
+    spans: Vec<(u64, u64)>,
+}
+
+/// Removes the `--no-cache` directory however the render ends.
+struct TempDir(Option<PathBuf>);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn open_cache(location: &CacheLocation, output: &Path, progress: &dyn Progress) -> Result<(Cache, TempDir)> {
+    let temp = || {
+        let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        parent.join(format!(".talker-cache-{}", std::process::id()))
+    };
+    match location {
+        CacheLocation::Dir(dir) => match Cache::open(dir) {
+            Ok(c) => Ok((c, TempDir(None))),
+            Err(e) => {
+                progress.event(Event::Warning { message: format!("{e}; rendering with a temporary cache") });
+                let dir = temp();
+                Ok((Cache::open(&dir)?, TempDir(Some(dir))))
+            }
+        },
+        CacheLocation::Temporary => {
+            let dir = temp();
+            Ok((Cache::open(&dir)?, TempDir(Some(dir))))
+        }
+    }
+}
+
+/// Checks the output path before any work, so a typo fails in milliseconds, not after an hour.
+fn check_output(output: &Path) -> Result<()> {
+    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(Error::Usage(format!(
+            "output directory {} does not exist; create it or choose another -o path",
+            parent.display()
+        )));
+    }
+    if output.is_dir() {
+        return Err(Error::Usage(format!("output {} is a directory; give a file name such as talk.mp4", output.display())));
+    }
+    Ok(())
+}
+
+pub fn render(opts: &RenderOptions, progress: &dyn Progress, cancel: &AtomicBool) -> Result<RenderReport> {
+    let wall = Instant::now();
+    let clock = Clock::default();
+    check_output(&opts.output)?;
+
+    let t = Instant::now();
+    let script = Script::load(&opts.script)?;
+    let voice_name = opts.voice.clone().or_else(|| script.voice.clone()).unwrap_or_else(|| DEFAULT_VOICE.to_owned());
+    let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
+    let mut engine = SpeechEngine::new(SpeechOptions {
+        voice,
+        onnxruntime: opts.assets.onnxruntime_library()?,
+        threads: opts.threads.max(1),
+        speed: script.speed,
+        noise: opts.noise,
+        speaker: 0,
+        limits: opts.batch,
+    })?;
+    clock.add(Stage::Script, t.elapsed());
+
+    let t = Instant::now();
+    progress.event(Event::Start { stage: Stage::Face, total: 0 });
+    let portrait = Portrait::open(&opts.portrait)?;
+    let models = FaceModels::load(&opts.assets.face_dir())?;
+    let analysis = models.analyse(&portrait)?;
+    if analysis.faces_found > 1 {
+        progress.event(Event::Warning {
+            message: format!("{} faces found in {}; animating the largest", analysis.faces_found, opts.portrait.display()),
+        });
+    }
+    let size = opts.size.or(script.size).unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
+    let fps = opts.fps.unwrap_or(script.fps);
+    let video = VideoSettings { width: size.0, height: size.1, fps, crf: opts.crf, preset: opts.preset.clone(), threads: 1 };
+    video.validate()?;
+    let look_opts = LookOptions { framing: opts.framing, size, still: opts.still, seed: opts.seed };
+    let (look, look_key) = look::prepare(&portrait.image, &analysis.face.landmarks, &look_opts, video)?;
+    drop(portrait);
+    clock.add(Stage::Face, t.elapsed());
+    progress.event(Event::Finish { stage: Stage::Face });
+
+    progress.event(Event::Start { stage: Stage::Phonemes, total: script.segments.len() as u64 });
+    let mut plan = Plan::build(&script, engine.config(), engine.identity(), &Phonemizer::global()?, &clock)?;
+    plan.assign_chunk_keys(&look_key);
+    progress.event(Event::Finish { stage: Stage::Phonemes });
+
+    let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
+    let sample_rate = plan.sample_rate;
+    let mut done: Vec<Option<ChunkDone>> = vec![None; plan.chunks.len()];
+    let mut todo = Vec::new();
+    for (i, c) in plan.chunks.iter().enumerate() {
+        match reuse_chunk(&cache, c.key.as_ref().expect("keys assigned"), &look.video, sample_rate, c.sentences.len()) {
+            Some(d) => done[i] = Some(d),
+            None => todo.push(i),
+        }
+    }
+    let chunks_reused = plan.chunks.len() - todo.len();
+
+    let total_frames: u64 = 0;
+    let frames_total = AtomicU64::new(total_frames);
+    let shared = Shared { plan: &plan, cache: &cache, look: &look, clock: &clock, progress, cancel, stop: AtomicBool::new(false) };
+    let new_chunks = run_threads(&shared, &mut engine, &todo, &frames_total)?;
+    for (i, d) in new_chunks {
+        done[i] = Some(d);
+    }
+    let done: Vec<ChunkDone> = done.into_iter().map(|d| d.expect("every chunk reused or rendered")).collect();
+
+    let t = Instant::now();
+    progress.event(Event::Start { stage: Stage::Assemble, total: 0 });
+    let paths: Vec<PathBuf> = plan.chunks.iter().map(|c| cache.chunk_path(c.key.as_ref().expect("keys assigned"))).collect();
+    let meta = output_meta(&script, &plan, &done, sample_rate);
+    let info = media::assemble(&paths, &opts.output, &meta)?;
+    clock.add(Stage::Assemble, t.elapsed());
+    progress.event(Event::Finish { stage: Stage::Assemble });
+
+    Ok(RenderReport {
+        output: opts.output.clone(),
+        bytes: info.bytes,
+        audio_seconds: info.audio_samples as f64 / f64::from(sample_rate),
+        frames: info.frames,
+        fps,
+        width: size.0,
+        height: size.1,
+        chunks: plan.chunks.len(),
+        chunks_reused,
+        utterances: plan.utterances.len(),
+        phrase_hits: shared_hits(&engine, &plan, &todo),
+        speech: engine.stats,
+        wall_seconds: wall.elapsed().as_secs_f64(),
+        stage_seconds: Stage::ALL.iter().map(|&s| (s.label(), clock.seconds(s))).collect(),
+    })
+}
+
+/// Utterances of rendered chunks that came from the phrase cache rather than the model.
+fn shared_hits(engine: &SpeechEngine, plan: &Plan, todo: &[usize]) -> u64 {
+    let needed: u64 = todo.iter().map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64).sum();
+    needed.saturating_sub(engine.stats.synthesized)
+}
+
+/// A cached chunk that still matches this render, or `None` to render it again.
+fn reuse_chunk(cache: &Cache, key: &Key, video: &VideoSettings, sample_rate: u32, sentences: usize) -> Option<ChunkDone> {
+    let entry = cache.get_chunk(key).ok()??;
+    let done: Option<ChunkDone> = serde_json::from_str(&entry.meta).ok();
+    let valid = media::probe_chunk(&entry.path).is_ok_and(|info| {
+        info.matches(video, sample_rate) && info.samples == entry.samples && info.frames == entry.frames
+    });
+    match done {
+        Some(d) if valid && d.spans.len() == sentences && d.samples == entry.samples => Some(d),
+        _ => {
+            let _ = cache.drop_chunk(key);
+            None
+        }
+    }
+}
+
+fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u32) -> OutputMeta {
+    let sr = f64::from(sample_rate);
+    let mut cues = Vec::new();
+    let mut chapter_starts: Vec<(String, f64)> = Vec::new();
+    let mut offset = 0u64;
+    let mut seen_segment = None;
+    for (c, d) in plan.chunks.iter().zip(done) {
+        if seen_segment != Some(c.segment) {
+            seen_segment = Some(c.segment);
+            if let Some(title) = &plan.chapters[c.segment] {
+                chapter_starts.push((title.clone(), offset as f64 / sr));
+            }
+        }
+        for (s, &(a, b)) in c.sentences.clone().zip(&d.spans) {
+            cues.push(Cue { text: plan.sentences[s].display.clone(), start: (offset + a) as f64 / sr, end: (offset + b) as f64 / sr });
+        }
+        offset += d.samples;
+    }
+    let total = offset as f64 / sr;
+    let chapters = chapter_starts
+        .iter()
+        .enumerate()
+        .map(|(i, (title, start))| Chapter {
+            title: title.clone(),
+            start: *start,
+            end: chapter_starts.get(i + 1).map_or(total, |n| n.1),
+        })
+        .collect();
+    OutputMeta { title: script.title.clone(), chapters, cues }
+}
+
+/// What the threads share.
+struct Shared<'a> {
+    plan: &'a Plan,
+    cache: &'a Cache,
+    look: &'a Look,
+    clock: &'a Clock,
+    progress: &'a dyn Progress,
+    cancel: &'a AtomicBool,
+    /// Set on the first error or on cancel; every loop checks it.
+    stop: AtomicBool,
+}
+
+impl Shared<'_> {
+    fn stopped(&self) -> bool {
+        if self.cancel.load(Ordering::Relaxed) {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Speech thread + chunk workers; returns the chunks they finished.
+fn run_threads(
+    shared: &Shared,
+    engine: &mut SpeechEngine,
+    todo: &[usize],
+    frames_done: &AtomicU64,
+) -> Result<Vec<(usize, ChunkDone)>> {
+    if todo.is_empty() {
+        return Ok(Vec::new());
+    }
+    let plan = shared.plan;
+    let sample_rate = plan.sample_rate;
+    let fps = shared.look.video.fps;
+    let needed: u64 = todo.iter().map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64).sum();
+    shared.progress.event(Event::Start { stage: Stage::Speech, total: needed });
+    shared.progress.event(Event::Start { stage: Stage::Frames, total: 0 });
+    let (tx, rx) = bounded::<(usize, ChunkAudio)>(CHANNEL_CAPACITY);
+    let results = Mutex::new(Vec::with_capacity(todo.len()));
+    let errors: Mutex<Vec<Error>> = Mutex::new(Vec::new());
+    let fail = |e: Error| {
+        shared.stop.store(true, Ordering::Relaxed);
+        errors.lock().expect("error list").push(e);
+    };
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(todo.len()).max(1);
+
+    std::thread::scope(|scope| {
+        let speech = std::thread::Builder::new()
+            .name("speech".into())
+            .spawn_scoped(scope, || {
+                if let Err(e) = speech_loop(shared, engine, todo, &tx) {
+                    fail(e);
+                }
+                drop(tx);
+            })
+            .expect("spawn speech thread");
+        let mut handles = vec![speech];
+        for w in 0..workers {
+            let rx = rx.clone();
+            let (results, fail) = (&results, &fail);
+            let handle = std::thread::Builder::new()
+                .name(format!("chunk{w}"))
+                .spawn_scoped(scope, move || {
+                    for (i, audio) in rx {
+                        if shared.stopped() {
+                            break;
+                        }
+                        match render_one(shared, i, &audio, frames_done) {
+                            Ok(d) => results.lock().expect("results").push((i, d)),
+                            Err(e) => {
+                                fail(e);
+                                break;
+                            }
+                        }
+                    }
+                })
+                .expect("spawn chunk worker");
+            handles.push(handle);
+        }
+        drop(rx);
+        for h in handles {
+            if h.join().is_err() {
+                fail(Error::ThreadLost("a render thread panicked".into()));
+            }
+        }
+    });
+    shared.progress.event(Event::Finish { stage: Stage::Speech });
+    shared.progress.event(Event::Finish { stage: Stage::Frames });
+
+    let errors = errors.into_inner().expect("error list");
+    if let Some(e) = first_real_error(errors) {
+        return Err(e);
+    }
+    if shared.cancel.load(Ordering::Relaxed) {
+        return Err(Error::Cancelled);
+    }
+    let _ = (sample_rate, fps);
+    Ok(results.into_inner().expect("results"))
+}
+
+/// The error that caused the stop, not the `Cancelled` the stop caused elsewhere.
+fn first_real_error(errors: Vec<Error>) -> Option<Error> {
+    let mut fallback = None;
+    for e in errors {
+        if matches!(e, Error::Cancelled) {
+            fallback.get_or_insert(e);
+        } else {
+            return Some(e);
+        }
+    }
+    fallback
+}
+
+fn render_one(shared: &Shared, i: usize, audio: &ChunkAudio, frames_done: &AtomicU64) -> Result<ChunkDone> {
+    let plan = shared.plan;
+    let key = plan.chunks[i].key.as_ref().expect("keys assigned");
+    let path = shared.cache.chunk_path(key);
+    let info = chunk::render(shared.look, audio, plan.sample_rate, &path, &shared.stop, shared.clock, || {
+        let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
+        if done % 25 == 0 {
+            shared.progress.event(Event::Advance { stage: Stage::Frames, done });
+        }
+    })?;
+    let done = ChunkDone { samples: info.samples, spans: audio.sentence_spans.clone() };
+    let meta = serde_json::to_string(&done).expect("chunk meta serialises");
+    if let Err(e) = shared.cache.put_chunk(key, info.frames, info.samples, &meta) {
+        shared.progress.event(Event::Warning { message: format!("{e}; the chunk will be rendered again next time") });
+    }
+    Ok(done)
+}
+
+/// Walks the chunks to render in order, a window at a time: cached phrases are read, missing ones
+/// synthesised in bucketed batches and cached, and each chunk's audio is sent to the workers.
+fn speech_loop(
+    shared: &Shared,
+    engine: &mut SpeechEngine,
+    todo: &[usize],
+    tx: &crossbeam_channel::Sender<(usize, ChunkAudio)>,
+) -> Result<()> {
+    let plan = shared.plan;
+    let quantum = frame_quantum(plan.sample_rate, shared.look.video.fps);
+    let mut done_utterances = 0u64;
+    let mut next = 0;
+    while next < todo.len() {
+        if shared.stopped() {
+            return Err(Error::Cancelled);
+        }
+        // A window: chunks until enough utterances are gathered.
+        let mut end = next;
+        let mut count = 0;
+        while end < todo.len() && (end == next || count < SPEECH_WINDOW) {
+            count += plan.chunk_utterances(&plan.chunks[todo[end]]).len();
+            end += 1;
+        }
+        let window = &todo[next..end];
+        let keys: Vec<Key> =
+            window.iter().flat_map(|&c| plan.chunk_utterances(&plan.chunks[c])).map(|u| plan.utterances[u].key).collect();
+        let mut speeches: HashMap<Key, Speech> = shared.cache.get_phrases(&keys).unwrap_or_else(|e| {
+            shared.progress.event(Event::Warning { message: format!("{e}; synthesising without the cache") });
+            HashMap::new()
+        });
+        let mut missing: Vec<usize> = Vec::new();
+        for &c in window {
+            for u in plan.chunk_utterances(&plan.chunks[c]) {
+                let key = plan.utterances[u].key;
+                if !speeches.contains_key(&key) && !missing.iter().any(|&m| plan.utterances[m].key == key) {
+                    missing.push(u);
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let t = Instant::now();
+            let utts: Vec<_> = missing.iter().map(|&u| &plan.utterances[u]).collect();
+            let out = engine.synthesize(&utts)?;
+            shared.clock.add(Stage::Speech, t.elapsed());
+            for (&u, speech) in missing.iter().zip(out) {
+                let key = plan.utterances[u].key;
+                if let Err(e) = shared.cache.put_phrase(key, &speech) {
+                    shared.progress.event(Event::Warning { message: format!("{e}; this phrase is not cached") });
+                }
+                speeches.insert(key, speech);
+            }
+        }
+        for &c in window {
+            let chunk = &plan.chunks[c];
+            let sentences: Vec<Vec<&Speech>> = chunk
+                .sentences
+                .clone()
+                .map(|s| plan.sentences[s].utterances.clone().map(|u| &speeches[&plan.utterances[u].key]).collect())
+                .collect();
+            let audio = chunk::layout(&sentences, chunk.lead_in_samples, chunk.tail_samples, quantum);
+            done_utterances += plan.chunk_utterances(chunk).len() as u64;
+            shared.progress.event(Event::Advance { stage: Stage::Speech, done: done_utterances });
+            if tx.send((c, audio)).is_err() {
+                return Err(Error::Cancelled);
+            }
+        }
+        next = end;
+    }
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! The render plan: script → sentences → utterances (with phoneme ids and cache keys) → chunks.
+//!
+//! Everything here follows from the text alone, before any audio exists, so the cache keys of every
+//! phrase and every video chunk are known up front: a re-render looks them up and does only what is
+//! missing, and a crashed render resumes from the chunks it finished.
+//!
+//! A chunk is a run of whole sentences of one segment, cut when its phoneme ids pass a budget (about
+//! 20–30 s of speech), so that memory stays bounded however long a segment is. The last chunk of a
+//! segment carries the segment's pause; the first chunk of the video a short lead-in.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use crate::cache::{Key, KeyBuilder};
+use crate::error::Result;
+use crate::phonemize::Phonemizer;
+use crate::progress::{Clock, Stage};
+use crate::script::Script;
+use crate::text;
+use crate::voice::{Kept, Scales, VoiceConfig};
+
+/// Sentences longer than this are split at clause punctuation before synthesis.
+const MAX_SENTENCE_CHARS: usize = 300;
+/// Phoneme ids per chunk before a new chunk starts (about 20–30 s of speech).
+const CHUNK_ID_BUDGET: usize = 700;
+/// Silence before the first word of the video.
+pub const LEAD_IN_MS: u64 = 200;
+
+/// What every phrase key depends on besides the phrase itself.
+#[derive(Debug, Clone)]
+pub struct SpeechIdentity {
+    pub voice_hash: [u8; 32],
+    pub scales: Scales,
+    pub speaker: u32,
+    /// Backend and precision, e.g. "onnxruntime-1.32.0/cpu/fp32".
+    pub engine: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Utterance {
+    pub ids: Vec<i64>,
+    pub kept: Vec<Kept>,
+    pub key: Key,
+}
+
+#[derive(Debug, Clone)]
+pub struct Sentence {
+    /// The text as the author wrote it, for subtitles.
+    pub display: String,
+    pub utterances: Range<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChunkPlan {
+    pub segment: usize,
+    pub sentences: Range<usize>,
+    pub lead_in_samples: u64,
+    pub tail_samples: u64,
+    /// Filled in by [`Plan::assign_chunk_keys`] once the look of the video is known.
+    pub key: Option<Key>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub utterances: Vec<Utterance>,
+    pub sentences: Vec<Sentence>,
+    pub chunks: Vec<ChunkPlan>,
+    /// Chapter titles by segment index.
+    pub chapters: Vec<Option<String>>,
+    pub sample_rate: u32,
+}
+
+fn ms_to_samples(ms: u64, sample_rate: u32) -> u64 {
+    ms * u64::from(sample_rate) / 1000
+}
+
+impl Plan {
+    pub fn build(
+        script: &Script,
+        voice: &VoiceConfig,
+        id: &SpeechIdentity,
+        phonemizer: &Phonemizer,
+        clock: &Clock,
+    ) -> Result<Plan> {
+        let mut plan = Plan {
+            utterances: Vec::new(),
+            sentences: Vec::new(),
+            chunks: Vec::new(),
+            chapters: script.segments.iter().map(|s| s.chapter.clone()).collect(),
+            sample_rate: voice.sample_rate,
+        };
+        for (si, segment) in script.segments.iter().enumerate() {
+            let first_sentence = plan.sentences.len();
+            let t = Instant::now();
+            let sentences: Vec<(String, String)> = text::split_sentences(&segment.text, MAX_SENTENCE_CHARS)
+                .into_iter()
+                .map(|raw| {
+                    let normalized = text::normalize(&raw);
+                    (raw, normalized)
+                })
+                .filter(|(_, n)| text::is_speakable(n))
+                .collect();
+            clock.add(Stage::Text, t.elapsed());
+            for (raw, normalized) in sentences {
+                let start = plan.utterances.len();
+                let t = Instant::now();
+                let phonemized = phonemizer.phonemize(&voice.espeak_voice, &normalized)?;
+                clock.add(Stage::Phonemes, t.elapsed());
+                for (i, phonemes) in phonemized.into_iter().enumerate() {
+                    let (ids, kept) = voice.ids(&phonemes);
+                    let key = phrase_key(&normalized, i, &ids, id);
+                    plan.utterances.push(Utterance { ids, kept, key });
+                }
+                if plan.utterances.len() > start {
+                    plan.sentences.push(Sentence { display: raw.trim().to_owned(), utterances: start..plan.utterances.len() });
+                }
+            }
+            plan.cut_chunks(si, first_sentence, ms_to_samples(u64::from(segment.pause_ms), voice.sample_rate));
+        }
+        if let Some(first) = plan.chunks.first_mut() {
+            first.lead_in_samples = ms_to_samples(LEAD_IN_MS, voice.sample_rate);
+        }
+        Ok(plan)
+    }
+
+    /// Groups the segment's sentences `[first, end)` into chunks by the id budget.
+    fn cut_chunks(&mut self, segment: usize, first: usize, pause: u64) {
+        let end = self.sentences.len();
+        let mut start = first;
+        let mut ids = 0;
+        for s in first..end {
+            let n: usize = self.sentences[s].utterances.clone().map(|u| self.utterances[u].ids.len()).sum();
+            if s > start && ids + n > CHUNK_ID_BUDGET {
+                self.chunks.push(ChunkPlan { segment, sentences: start..s, lead_in_samples: 0, tail_samples: 0, key: None });
+                start = s;
+                ids = 0;
+            }
+            ids += n;
+        }
+        // A segment that had nothing speakable after normalisation still keeps its pause.
+        self.chunks.push(ChunkPlan { segment, sentences: start..end, lead_in_samples: 0, tail_samples: pause, key: None });
+    }
+
+    /// Utterance indices of a chunk, in order.
+    pub fn chunk_utterances(&self, chunk: &ChunkPlan) -> Range<usize> {
+        let s = &self.sentences[chunk.sentences.clone()];
+        match (s.first(), s.last()) {
+            (Some(a), Some(b)) => a.utterances.start..b.utterances.end,
+            _ => 0..0,
+        }
+    }
+
+    /// Keys every chunk by its speech, its silences and `look` (everything about the picture).
+    pub fn assign_chunk_keys(&mut self, look: &Key) {
+        for i in 0..self.chunks.len() {
+            let c = &self.chunks[i];
+            let mut b = KeyBuilder::new("chunk")
+                .bytes("look", &look.0)
+                .u64("sample_rate", u64::from(self.sample_rate))
+                .u64("lead_in", c.lead_in_samples)
+                .u64("tail", c.tail_samples);
+            for u in self.chunk_utterances(c) {
+                b = b.bytes("utterance", &self.utterances[u].key.0);
+            }
+            for s in c.sentences.clone() {
+                b = b.u64("sentence_len", self.sentences[s].utterances.len() as u64);
+            }
+            self.chunks[i].key = Some(b.finish());
+        }
+    }
+}
+
+/// Everything that changes the audio of one utterance.
+pub fn phrase_key(normalized: &str, index: usize, ids: &[i64], id: &SpeechIdentity) -> Key {
+    let [noise, length, noise_w] = id.scales.to_bits();
+    KeyBuilder::new("phrase")
+        .str("text", normalized)
+        .u64("index", index as u64)
+        .i64s("ids", ids)
+        .bytes("voice", &id.voice_hash)
+        .u64("noise", u64::from(noise))
+        .u64("length", u64::from(length))
+        .u64("noise_w", u64::from(noise_w))
+        .u64("speaker", u64::from(id.speaker))
+        .str("engine", &id.engine)
+        .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> SpeechIdentity {
+        SpeechIdentity {
+            voice_hash: [7; 32],
+            scales: Scales { noise: 0.667, length: 1.0, noise_w: 0.8 },
+            speaker: 0,
+            engine: "onnxruntime/cpu/fp32".into(),
+        }
+    }
+
+    #[test]
+    fn every_key_part_changes_the_phrase_key() {
+        let base = phrase_key("hello", 0, &[1, 2, 3], &identity());
+        assert_eq!(base, phrase_key("hello", 0, &[1, 2, 3], &identity()));
+        assert_ne!(base, phrase_key("hello!", 0, &[1, 2, 3], &identity()));
+        assert_ne!(base, phrase_key("hello", 1, &[1, 2, 3], &identity()));
+        assert_ne!(base, phrase_key("hello", 0, &[1, 2, 4], &identity()));
+        let mut id = identity();
+        id.voice_hash[0] = 8;
+        assert_ne!(base, phrase_key("hello", 0, &[1, 2, 3], &id));
+        for change in [|s: &mut Scales| s.noise = 0.0, |s: &mut Scales| s.length = 0.8, |s: &mut Scales| s.noise_w = 0.1] {
+            let mut id = identity();
+            change(&mut id.scales);
+            assert_ne!(base, phrase_key("hello", 0, &[1, 2, 3], &id));
+        }
+        let mut id = identity();
+        id.speaker = 1;
+        assert_ne!(base, phrase_key("hello", 0, &[1, 2, 3], &id));
+        let mut id = identity();
+        id.engine = "cuda/fp16".into();
+        assert_ne!(base, phrase_key("hello", 0, &[1, 2, 3], &id));
+    }
+}
