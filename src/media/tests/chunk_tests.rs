@@ -107,9 +107,17 @@ fn same_settings_give_identical_parameter_sets_across_content_and_threads() {
     };
     write_chunk(&c, &other_crf, 22050, 3, 2646);
 
+    let auto = a.with_file_name("auto.mkv");
+    let auto_threads = VideoSettings {
+        threads: 0,
+        ..small(25)
+    };
+    write_chunk(&auto, &auto_threads, 22050, 5, 4410);
+
     let (sa, sb, sc) = (scan(&a).unwrap(), scan(&b).unwrap(), scan(&c).unwrap());
     assert!(!sa.extradata.is_empty());
     assert_eq!(sa.extradata, sb.extradata);
+    assert_eq!(sa.extradata, scan(&auto).unwrap().extradata);
     // x264 puts the CRF-derived initial QP into the PPS, so a changed CRF is detectable.
     assert_ne!(sa.extradata, sc.extradata);
 }
