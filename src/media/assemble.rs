@@ -53,20 +53,12 @@ pub fn assemble(
 
     // Stream 0: H.264, parameters (avcC) from the first chunk; all chunks have equal ones.
     {
-        let first = ff(&chunks[0], "open chunk", format::input(&chunks[0]))?;
-        let source = first
-            .stream(scans[0].video_index)
-            .map(|s| s.parameters())
-            .ok_or_else(|| MediaError::BadChunk {
-                path: chunks[0].clone(),
-                reason: "video stream vanished".to_string(),
-            })?;
         let mut st = ff(
             output,
             "add video stream",
             out.add_stream(encoder::find(codec::Id::None)),
         )?;
-        st.set_parameters(source);
+        st.set_parameters(scans[0].video_params.clone());
         // SAFETY: the stream's codecpar is valid while `out` lives. Matroska's codec tag
         // means nothing in MP4; 0 lets the mp4 muxer pick `avc1`.
         unsafe {

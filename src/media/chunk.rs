@@ -58,6 +58,11 @@ pub struct ChunkWriter {
     partial: PartialFile,
 }
 
+// SAFETY: the only member that is not `Send` is the swscale context (ffmpeg-next does not
+// mark it). An SwsContext has no thread affinity; it must just not be used from two threads
+// at once, and the writer owns it exclusively behind `&mut self`.
+unsafe impl Send for ChunkWriter {}
+
 impl ChunkWriter {
     /// Opens the encoders and writes the Matroska header to a temp file beside `path`.
     pub fn create(

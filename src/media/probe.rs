@@ -36,6 +36,8 @@ pub(crate) struct ChunkScan {
     pub(crate) audio_index: usize,
     /// H.264 parameter sets (avcC); equal bytes across chunks mean the streams concatenate.
     pub(crate) extradata: Vec<u8>,
+    /// The video stream's codec parameters (an owned copy), for the output stream.
+    pub(crate) video_params: codec::Parameters,
     /// How many frames decode order runs ahead of display order (B-frames): the largest
     /// `k - pts_k` over the k-th packet. Matroska keeps no dts, so assembly rebuilds it.
     pub(crate) reorder_delay: i64,
@@ -91,6 +93,7 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
         )));
     }
     let extradata = extradata(&video_params);
+    let owned_params = video_params.clone();
     let decoder = ff(
         path,
         "read video parameters",
@@ -192,6 +195,7 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
         video_index,
         audio_index,
         extradata,
+        video_params: owned_params,
         reorder_delay,
     })
 }

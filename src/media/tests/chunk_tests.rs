@@ -541,3 +541,19 @@ fn probe_rejects_each_kind_of_foreign_chunk() {
         }
     }
 }
+
+#[test]
+fn a_writer_made_on_one_thread_finishes_on_another() {
+    let (_dir, path) = temp("seg.mkv");
+    let mut w = ChunkWriter::create(&path, &small(25), 22050).expect("create");
+    w.write_frame(&gradient(160, 120, 0)).expect("frame");
+    let info = std::thread::spawn(move || -> Result<_, MediaError> {
+        w.write_audio(&sine(0, 882, 22050))?;
+        w.write_frame(&gradient(160, 120, 1))?;
+        w.finish()
+    })
+    .join()
+    .expect("thread")
+    .expect("finish");
+    assert_eq!(probe_chunk(&path).expect("probe"), info);
+}
