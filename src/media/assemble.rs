@@ -11,12 +11,12 @@
 
 use std::path::{Path, PathBuf};
 
-use ffmpeg_next::{Dictionary, Packet, Rational, codec, encoder, format};
+use ffmpeg_next::{Dictionary, Rational, codec, encoder, format};
 
 use super::aac::AacTrack;
 use super::atomic::PartialFile;
 use super::error::{MediaError, ff};
-use super::probe::{ChunkScan, pts_to_frame, scan};
+use super::probe::{ChunkScan, pts_to_frame, read_packet, scan};
 use super::subtitles::{MS, mov_text_encoder, prepare_cues, to_ms, write_mov_text};
 use super::{AssembleInfo, Chapter, OutputMeta, init};
 
@@ -53,20 +53,12 @@ pub fn assemble(
 
     // Stream 0: H.264, parameters (avcC) from the first chunk; all chunks have equal ones.
     {
-        let first = ff(&chunks[0], "open chunk", format::input(&chunks[0]))?;
-        let source = first
-            .stream(scans[0].video_index)
-            .map(|s| s.parameters())
-            .ok_or_else(|| MediaError::BadChunk {
-                path: chunks[0].clone(),
-                reason: "video stream vanished".to_string(),
-            })?;
         let mut st = ff(
             output,
             "add video stream",
             out.add_stream(encoder::find(codec::Id::None)),
         )?;
-        st.set_parameters(source);
+        st.set_parameters(scans[0].video_params.clone());
         // SAFETY: the stream's codecpar is valid while `out` lives. Matroska's codec tag
         // means nothing in MP4; 0 lets the mp4 muxer pick `avc1`.
         unsafe {
@@ -199,13 +191,7 @@ fn copy_chunk(
         .map_or(frame_tb, |s| s.time_base());
     let mut decode_index: i64 = 0;
     let mut pcm: Vec<i16> = Vec::new();
-    let mut packet = Packet::empty();
-    loop {
-        match packet.read(&mut input) {
-            Ok(()) => {}
-            Err(ffmpeg_next::Error::Eof) => break,
-            Err(e) => return ff(path, "read chunk packets", Err(e)),
-        }
+    while let Some(mut packet) = read_packet(path, &mut input)? {
         if packet.stream() == chunk.video_index {
             let frame = pts_to_frame(packet.pts().unwrap_or(0), chunk_tb, frame_tb);
             packet.set_pts(Some(frame_offset + frame));

@@ -34,6 +34,11 @@ const PCM_BLOCK: usize = 4096;
 
 /// Writes one chunk. Dropping it without `finish` deletes the temp file: no half chunk
 /// ever exists under the final name.
+///
+/// Feed audio and frames roughly in step (as the pipeline produces them): the muxer holds
+/// packets of the stream that is ahead until the other catches up, up to 10 s of them.
+/// After any error except `FrameSize`, the writer refuses further calls (`Poisoned`);
+/// drop it and write the segment again.
 pub struct ChunkWriter {
     // Field order is drop order: the muxer closes its file handle before `partial` deletes.
     out: format::context::Output,
@@ -52,6 +57,11 @@ pub struct ChunkWriter {
     target: PathBuf,
     partial: PartialFile,
 }
+
+// SAFETY: the only member that is not `Send` is the swscale context (ffmpeg-next does not
+// mark it). An SwsContext has no thread affinity; it must just not be used from two threads
+// at once, and the writer owns it exclusively behind `&mut self`.
+unsafe impl Send for ChunkWriter {}
 
 impl ChunkWriter {
     /// Opens the encoders and writes the Matroska header to a temp file beside `path`.

@@ -7,13 +7,19 @@
 //! error, video pts form exactly 0..frames-1, and each track's duration recorded at finish
 //! time equals what its packets cover (a truncated file fails this check).
 
+use std::ffi::{CStr, CString};
 use std::path::Path;
+use std::ptr;
 
-use ffmpeg_next::{Packet, Rational, Rescale, codec, format, media};
+use ffmpeg_next::{DictionaryRef, Packet, Rational, Rescale, codec, format, media};
 
 use super::chunk::{CHUNK_VERSION, TAG_CRF, TAG_FPS, TAG_PRESET, TAG_SAMPLE_RATE, TAG_VERSION};
 use super::error::{MediaError, ff};
 use super::{ChunkInfo, init};
+
+/// No real chunk comes near this (a week at 25 fps); a corrupt pts beyond it must not make
+/// the frame bitmap allocate gigabytes.
+const MAX_CHUNK_FRAMES: usize = 1 << 24;
 
 /// Matroska stores milliseconds, so recorded and computed durations agree to about 1 ms.
 const DURATION_TOLERANCE_US: i64 = 2_000;
@@ -30,6 +36,8 @@ pub(crate) struct ChunkScan {
     pub(crate) audio_index: usize,
     /// H.264 parameter sets (avcC); equal bytes across chunks mean the streams concatenate.
     pub(crate) extradata: Vec<u8>,
+    /// The video stream's codec parameters (an owned copy), for the output stream.
+    pub(crate) video_params: codec::Parameters,
     /// How many frames decode order runs ahead of display order (B-frames): the largest
     /// `k - pts_k` over the k-th packet. Matroska keeps no dts, so assembly rebuilds it.
     pub(crate) reorder_delay: i64,
@@ -43,14 +51,14 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
         reason,
     };
     let tags = input.metadata();
-    let tag = |key: &str| tags.get(key).map(str::to_string);
+    let tag = |key: &'static str| meta_value(&tags, key);
     if tag(TAG_VERSION).as_deref() != Some(CHUNK_VERSION) {
         return Err(bad(format!(
             "tag {TAG_VERSION} is {:?}, expected {CHUNK_VERSION:?}",
             tag(TAG_VERSION)
         )));
     }
-    let number = |key: &str| -> Result<u32, MediaError> {
+    let number = |key: &'static str| -> Result<u32, MediaError> {
         tag(key)
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|&v| v > 0 || key == TAG_CRF)
@@ -85,6 +93,7 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
         )));
     }
     let extradata = extradata(&video_params);
+    let owned_params = video_params.clone();
     let decoder = ff(
         path,
         "read video parameters",
@@ -119,20 +128,16 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
     let mut frames: u64 = 0;
     let mut samples: u64 = 0;
     let mut reorder_delay: i64 = 0;
-    let mut packet = Packet::empty();
-    loop {
-        match packet.read(&mut input) {
-            Ok(()) => {}
-            Err(ffmpeg_next::Error::Eof) => break,
-            Err(e) => return ff(path, "read chunk packets", Err(e)),
-        }
+    while let Some(packet) = read_packet(path, &mut input)? {
         if packet.stream() == video_index {
             let pts = packet
                 .pts()
                 .ok_or_else(|| bad(format!("video packet {frames} has no pts")))?;
             let index = pts_to_frame(pts, video_tb, frame_tb);
-            let slot =
-                usize::try_from(index).map_err(|_| bad(format!("video pts {pts} is negative")))?;
+            let slot = usize::try_from(index)
+                .ok()
+                .filter(|&s| s < MAX_CHUNK_FRAMES)
+                .ok_or_else(|| bad(format!("video pts {pts} is out of range")))?;
             if slot >= seen.len() {
                 seen.resize(slot + 1, false);
             }
@@ -163,7 +168,8 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
         let covered_us = (units as i128 * 1_000_000 / i128::from(rate)) as i64;
         let recorded_us = input
             .stream(index)
-            .and_then(|s| s.metadata().get("DURATION").and_then(parse_duration_us));
+            .and_then(|s| meta_value(&s.metadata(), "DURATION"))
+            .and_then(|v| parse_duration_us(&v));
         let ok = match recorded_us {
             Some(us) => (us - covered_us).abs() <= DURATION_TOLERANCE_US,
             None => covered_us == 0,
@@ -189,8 +195,45 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
         video_index,
         audio_index,
         extradata,
+        video_params: owned_params,
         reorder_delay,
     })
+}
+
+/// A metadata value as an owned, valid String.
+///
+/// ffmpeg-next's `DictionaryRef::get` turns the file's bytes into `&str` without checking
+/// UTF-8, which a corrupt chunk turns into undefined behaviour (the fuzzer found a panic),
+/// so the value is read through the C API and validated here.
+fn meta_value(dict: &DictionaryRef, key: &'static str) -> Option<String> {
+    let key = CString::new(key).ok()?;
+    // SAFETY: `dict.as_ptr()` is a valid AVDictionary or null (both accepted by
+    // av_dict_get) and lives as long as `dict`; an entry's value is a NUL-terminated
+    // string owned by the dictionary, copied here before the borrow ends.
+    unsafe {
+        let entry = ffmpeg_next::ffi::av_dict_get(dict.as_ptr(), key.as_ptr(), ptr::null(), 0);
+        if entry.is_null() || (*entry).value.is_null() {
+            return None;
+        }
+        let bytes = CStr::from_ptr((*entry).value).to_bytes();
+        Some(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+/// The next packet of `input`, or `None` at the end.
+///
+/// Each call returns a fresh packet: `av_read_frame` does not unreference the packet it
+/// fills, so reusing one would leak every packet's buffer (the fuzzer found this).
+pub(crate) fn read_packet(
+    path: &Path,
+    input: &mut format::context::Input,
+) -> Result<Option<Packet>, MediaError> {
+    let mut packet = Packet::empty();
+    match packet.read(input) {
+        Ok(()) => Ok(Some(packet)),
+        Err(ffmpeg_next::Error::Eof) => Ok(None),
+        Err(e) => ff(path, "read chunk packets", Err(e)),
+    }
 }
 
 /// Matroska's per-track `DURATION` tag ("HH:MM:SS.nnnnnnnnn"), written at finish time,

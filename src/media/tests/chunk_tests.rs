@@ -107,9 +107,17 @@ fn same_settings_give_identical_parameter_sets_across_content_and_threads() {
     };
     write_chunk(&c, &other_crf, 22050, 3, 2646);
 
+    let auto = a.with_file_name("auto.mkv");
+    let auto_threads = VideoSettings {
+        threads: 0,
+        ..small(25)
+    };
+    write_chunk(&auto, &auto_threads, 22050, 5, 4410);
+
     let (sa, sb, sc) = (scan(&a).unwrap(), scan(&b).unwrap(), scan(&c).unwrap());
     assert!(!sa.extradata.is_empty());
     assert_eq!(sa.extradata, sb.extradata);
+    assert_eq!(sa.extradata, scan(&auto).unwrap().extradata);
     // x264 puts the CRF-derived initial QP into the PPS, so a changed CRF is detectable.
     assert_ne!(sa.extradata, sc.extradata);
 }
@@ -399,4 +407,153 @@ fn matroska_duration_tags_parse() {
     ] {
         assert_eq!(parse_duration_us(bad), None, "{bad}");
     }
+}
+
+/// Writes a Matroska file with the ffmpeg CLI, carrying our tags unless `args` override
+/// them, so each probe check can be hit by a file that passes all the checks before it.
+fn craft(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let tags = [
+        "talker_chunk=1",
+        "talker_fps=25",
+        "talker_sample_rate=22050",
+        "talker_crf=20",
+        "talker_preset=veryfast",
+    ];
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-v", "error", "-y"]);
+    cmd.args([
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=64x48:rate=25:duration=0.4",
+    ]);
+    cmd.args(["-f", "lavfi", "-i", "sine=r=22050:d=0.4"]);
+    for tag in tags {
+        cmd.args(["-metadata", tag]);
+    }
+    cmd.args(args);
+    let status = cmd.arg(&path).status().expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg failed for {name}");
+    path
+}
+
+#[test]
+fn probe_rejects_each_kind_of_foreign_chunk() {
+    let (dir, _) = temp("x");
+    let d = dir.path();
+    let ok = [
+        "-map",
+        "0:v",
+        "-map",
+        "1:a",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-c:a",
+        "pcm_s16le",
+    ];
+    // The control: a file made like this passes, so each failure below is the one change.
+    let control = craft(d, "control.mkv", &ok);
+    assert_eq!(probe_chunk(&control).expect("control").frames, 10);
+
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        ok.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "tag.mkv",
+            with(&["-metadata", "talker_chunk=0"]),
+            "tag talker_chunk",
+        ),
+        (
+            "fps.mkv",
+            with(&["-metadata", "talker_fps=x"]),
+            "tag talker_fps",
+        ),
+        (
+            "preset.mkv",
+            with(&["-metadata", "talker_preset="]),
+            "tag talker_preset",
+        ),
+        (
+            "three.mkv",
+            with(&["-map", "1:a", "-c:a", "pcm_s16le"]),
+            "3 streams",
+        ),
+        (
+            "twovideo.mkv",
+            vec![
+                "-map", "0:v", "-map", "0:v", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+            ],
+            "no audio stream",
+        ),
+        (
+            "mpeg4.mkv",
+            vec![
+                "-map",
+                "0:v",
+                "-map",
+                "1:a",
+                "-c:v",
+                "mpeg4",
+                "-c:a",
+                "pcm_s16le",
+            ],
+            "codecs",
+        ),
+        (
+            "yuv444.mkv",
+            vec![
+                "-map",
+                "0:v",
+                "-map",
+                "1:a",
+                "-c:v",
+                "libx264",
+                "-pix_fmt",
+                "yuv444p",
+                "-c:a",
+                "pcm_s16le",
+            ],
+            "pixel format",
+        ),
+        ("stereo.mkv", with(&["-ac", "2"]), "2 channel(s)"),
+        (
+            "rate.mkv",
+            with(&["-metadata", "talker_sample_rate=24000"]),
+            "24000",
+        ),
+        (
+            "offset.mkv",
+            with(&["-output_ts_offset", "1000000"]),
+            "out of range",
+        ),
+    ];
+    for (name, args, expected) in cases {
+        let path = craft(d, name, &args);
+        match probe_chunk(&path) {
+            Err(MediaError::BadChunk { reason, .. }) => {
+                assert!(reason.contains(expected), "{name}: {reason}")
+            }
+            other => panic!("{name}: expected BadChunk({expected}), got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_writer_made_on_one_thread_finishes_on_another() {
+    let (_dir, path) = temp("seg.mkv");
+    let mut w = ChunkWriter::create(&path, &small(25), 22050).expect("create");
+    w.write_frame(&gradient(160, 120, 0)).expect("frame");
+    let info = std::thread::spawn(move || -> Result<_, MediaError> {
+        w.write_audio(&sine(0, 882, 22050))?;
+        w.write_frame(&gradient(160, 120, 1))?;
+        w.finish()
+    })
+    .join()
+    .expect("thread")
+    .expect("finish");
+    assert_eq!(probe_chunk(&path).expect("probe"), info);
 }

@@ -56,17 +56,30 @@ pub(super) fn write_chunk(
     frames: u64,
     samples: u64,
 ) -> ChunkInfo {
+    write_chunk_at(path, video, sample_rate, frames, samples, 0)
+}
+
+/// Like `write_chunk`, with the tone starting at global sample `first` so that a list of
+/// chunks carries one continuous sine.
+pub(super) fn write_chunk_at(
+    path: &Path,
+    video: &VideoSettings,
+    sample_rate: u32,
+    frames: u64,
+    samples: u64,
+    first: u64,
+) -> ChunkInfo {
     let mut w = ChunkWriter::create(path, video, sample_rate).expect("create chunk");
     let mut written = 0;
     for i in 0..frames {
         let upto = ((i + 1) * samples / frames.max(1)).min(samples);
-        w.write_audio(&sine(written, upto - written, sample_rate))
+        w.write_audio(&sine(first + written, upto - written, sample_rate))
             .expect("audio");
         written = upto;
         w.write_frame(&gradient(video.width, video.height, i))
             .expect("frame");
     }
-    w.write_audio(&sine(written, samples - written, sample_rate))
+    w.write_audio(&sine(first + written, samples - written, sample_rate))
         .expect("audio tail");
     w.finish().expect("finish chunk")
 }
