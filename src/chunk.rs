@@ -68,18 +68,32 @@ pub fn layout(sentences: &[Vec<&Speech>], lead_in: u64, tail: u64, quantum: u64)
         for speech in sentence {
             let offset = pcm.len() as u64;
             pcm.extend_from_slice(&speech.pcm);
-            phones.extend(speech.phones.iter().map(|p| Phone { ipa: p.symbol.clone(), start: p.start + offset, end: p.end + offset }));
+            phones.extend(speech.phones.iter().map(|p| Phone {
+                ipa: p.symbol.clone(),
+                start: p.start + offset,
+                end: p.end + offset,
+            }));
         }
         sentence_spans.push((start, pcm.len() as u64));
     }
     let unpadded = pcm.len() as u64 + tail;
     let total = unpadded.div_ceil(quantum).max(1) * quantum;
     pcm.resize(total as usize, 0);
-    ChunkAudio { pcm, phones, sentence_spans }
+    ChunkAudio {
+        pcm,
+        phones,
+        sentence_spans,
+    }
 }
 
 /// The pose of frame `k` of a chunk lasting `duration` seconds.
-fn frame_pose(track: &lipsync::MouthTrack, idle: &Idle, t: f64, duration: f64, blink_at_end: bool) -> FramePose {
+fn frame_pose(
+    track: &lipsync::MouthTrack,
+    idle: &Idle,
+    t: f64,
+    duration: f64,
+    blink_at_end: bool,
+) -> FramePose {
     let (mut blink, head) = idle.pose_at(t);
     if blink_at_end && t > duration - BLINK_GUARD_S {
         blink = 0.0;
@@ -89,7 +103,11 @@ fn frame_pose(track: &lipsync::MouthTrack, idle: &Idle, t: f64, duration: f64, b
     FramePose {
         mouth: track.pose_at(t),
         blink,
-        head: HeadPose { dx: head.dx * fade, dy: head.dy * fade, roll: head.roll * fade },
+        head: HeadPose {
+            dx: head.dx * fade,
+            dy: head.dy * fade,
+            roll: head.roll * fade,
+        },
     }
 }
 
@@ -129,7 +147,10 @@ pub fn render(
         }
         let t = k as f64 / f64::from(fps);
         let t0 = Instant::now();
-        look.rig.render(&frame_pose(&track, &idle, t, duration, blink_at_end), &mut buf);
+        look.rig.render(
+            &frame_pose(&track, &idle, t, duration, blink_at_end),
+            &mut buf,
+        );
         let t1 = Instant::now();
         writer.write_frame(&buf)?;
         clock.add(Stage::Frames, t1 - t0);
@@ -152,8 +173,16 @@ mod tests {
             sample_rate: 22050,
             pcm: vec![100; n],
             phones: vec![
-                TtsPhone { symbol: "^".into(), start: 0, end: n as u64 / 2 },
-                TtsPhone { symbol: "a".into(), start: n as u64 / 2, end: n as u64 },
+                TtsPhone {
+                    symbol: "^".into(),
+                    start: 0,
+                    end: n as u64 / 2,
+                },
+                TtsPhone {
+                    symbol: "a".into(),
+                    start: n as u64 / 2,
+                    end: n as u64,
+                },
             ],
         }
     }
@@ -176,7 +205,10 @@ mod tests {
         assert_eq!(audio.sentence_spans, vec![(300, 1300), (1300, 1800)]);
         assert_eq!(audio.phones[2].start, 1300);
         assert_eq!(audio.phones.last().unwrap().end, 1800);
-        assert!(audio.pcm[1800..].iter().all(|&s| s == 0), "silence after speech");
+        assert!(
+            audio.pcm[1800..].iter().all(|&s| s == 0),
+            "silence after speech"
+        );
         assert_eq!(audio.frames(22050, 25), audio.pcm.len() as u64 / 882);
     }
 

@@ -42,7 +42,10 @@ pub enum Error {
     #[error("cache: {0}")]
     Cache(#[from] CacheError),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cancelled")]
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
@@ -53,7 +56,11 @@ impl Error {
     /// 2 for anything the user can fix in what they passed in, 1 otherwise, 130 when cancelled.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage(_) | Error::Script(_) | Error::Voice(_) | Error::VoiceGraph { .. } | Error::Rig(_) => 2,
+            Error::Usage(_)
+            | Error::Script(_)
+            | Error::Voice(_)
+            | Error::VoiceGraph { .. }
+            | Error::Rig(_) => 2,
             Error::Phonemize(PhonemizeError::UnknownVoice(_)) => 2,
             Error::Face(e) => {
                 if e.is_bad_input() {
@@ -93,8 +100,14 @@ mod tests {
     fn bad_input_is_2_and_the_rest_1() {
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
         assert_eq!(Error::Voice("x".into()).exit_code(), 2);
-        assert_eq!(Error::Face(FaceError::NoFace { path: "p".into() }).exit_code(), 2);
-        assert_eq!(Error::Face(FaceError::ModelMissing { path: "m".into() }).exit_code(), 1);
+        assert_eq!(
+            Error::Face(FaceError::NoFace { path: "p".into() }).exit_code(),
+            2
+        );
+        assert_eq!(
+            Error::Face(FaceError::ModelMissing { path: "m".into() }).exit_code(),
+            1
+        );
         assert_eq!(Error::Assets("x".into()).exit_code(), 1);
         assert_eq!(Error::Cancelled.exit_code(), 130);
     }

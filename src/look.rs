@@ -50,12 +50,20 @@ fn cover(img: &RgbImage, lm: &[[f32; 2]; 68], w: u32, h: u32) -> (RgbImage, [[f3
     }
     let (iw, ih) = (img.width() as f32, img.height() as f32);
     let scale = (w as f32 / iw).max(h as f32 / ih);
-    let (cw, ch) = ((w as f32 / scale).round().clamp(1.0, iw) as u32, (h as f32 / scale).round().clamp(1.0, ih) as u32);
+    let (cw, ch) = (
+        (w as f32 / scale).round().clamp(1.0, iw) as u32,
+        (h as f32 / scale).round().clamp(1.0, ih) as u32,
+    );
     let (x0, y0) = ((img.width() - cw) / 2, (img.height() - ch) / 2);
     let crop = crop_imm(img, x0, y0, cw, ch).to_image();
     let out = resize(&crop, w, h, FilterType::Lanczos3);
     let (sx, sy) = (w as f32 / cw as f32, h as f32 / ch as f32);
-    let moved = lm.map(|p| [(p[0] - x0 as f32 + 0.5) * sx - 0.5, (p[1] - y0 as f32 + 0.5) * sy - 0.5]);
+    let moved = lm.map(|p| {
+        [
+            (p[0] - x0 as f32 + 0.5) * sx - 0.5,
+            (p[1] - y0 as f32 + 0.5) * sy - 0.5,
+        ]
+    });
     (out, moved)
 }
 
@@ -68,14 +76,22 @@ pub struct LookOptions {
 }
 
 /// Builds the look and its key.
-pub fn prepare(portrait: &RgbImage, landmarks: &Landmarks, opts: &LookOptions, video: VideoSettings) -> Result<(Look, Key)> {
+pub fn prepare(
+    portrait: &RgbImage,
+    landmarks: &Landmarks,
+    opts: &LookOptions,
+    video: VideoSettings,
+) -> Result<(Look, Key)> {
     let (w, h) = opts.size;
     let (base, lm) = match opts.framing {
         Framing::Full => cover(portrait, &landmarks.points, w, h),
         Framing::Head => framing::head_and_shoulders(portrait, &landmarks.points, w, h)?,
     };
     let rig = FaceRig::new(&base, &lm)?;
-    let lm_bits: Vec<u8> = lm.iter().flat_map(|p| p.iter().flat_map(|v| v.to_bits().to_le_bytes())).collect();
+    let lm_bits: Vec<u8> = lm
+        .iter()
+        .flat_map(|p| p.iter().flat_map(|v| v.to_bits().to_le_bytes()))
+        .collect();
     let key = KeyBuilder::new("look")
         .bytes("pixels", base.as_raw())
         .u64("width", u64::from(w))
@@ -89,9 +105,20 @@ pub fn prepare(portrait: &RgbImage, landmarks: &Landmarks, opts: &LookOptions, v
         .str("preset", &video.preset)
         .finish();
     if video.width != w || video.height != h {
-        return Err(Error::Usage(format!("video settings {}x{} differ from the framed size {w}x{h}", video.width, video.height)));
+        return Err(Error::Usage(format!(
+            "video settings {}x{} differ from the framed size {w}x{h}",
+            video.width, video.height
+        )));
     }
-    Ok((Look { rig, video, still: opts.still, seed: opts.seed }, key))
+    Ok((
+        Look {
+            rig,
+            video,
+            still: opts.still,
+            seed: opts.seed,
+        },
+        key,
+    ))
 }
 
 #[cfg(test)]

@@ -108,16 +108,25 @@ impl Drop for TempDir {
     }
 }
 
-fn open_cache(location: &CacheLocation, output: &Path, progress: &dyn Progress) -> Result<(Cache, TempDir)> {
+fn open_cache(
+    location: &CacheLocation,
+    output: &Path,
+    progress: &dyn Progress,
+) -> Result<(Cache, TempDir)> {
     let temp = || {
-        let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = output
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         parent.join(format!(".talker-cache-{}", std::process::id()))
     };
     match location {
         CacheLocation::Dir(dir) => match Cache::open(dir) {
             Ok(c) => Ok((c, TempDir(None))),
             Err(e) => {
-                progress.event(Event::Warning { message: format!("{e}; rendering with a temporary cache") });
+                progress.event(Event::Warning {
+                    message: format!("{e}; rendering with a temporary cache"),
+                });
                 let dir = temp();
                 Ok((Cache::open(&dir)?, TempDir(Some(dir))))
             }
@@ -131,7 +140,10 @@ fn open_cache(location: &CacheLocation, output: &Path, progress: &dyn Progress) 
 
 /// Checks the output path before any work, so a typo fails in milliseconds, not after an hour.
 fn check_output(output: &Path) -> Result<()> {
-    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if !parent.is_dir() {
         return Err(Error::Usage(format!(
             "output directory {} does not exist; create it or choose another -o path",
@@ -139,19 +151,30 @@ fn check_output(output: &Path) -> Result<()> {
         )));
     }
     if output.is_dir() {
-        return Err(Error::Usage(format!("output {} is a directory; give a file name such as talk.mp4", output.display())));
+        return Err(Error::Usage(format!(
+            "output {} is a directory; give a file name such as talk.mp4",
+            output.display()
+        )));
     }
     Ok(())
 }
 
-pub fn render(opts: &RenderOptions, progress: &dyn Progress, cancel: &AtomicBool) -> Result<RenderReport> {
+pub fn render(
+    opts: &RenderOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<RenderReport> {
     let wall = Instant::now();
     let clock = Clock::default();
     check_output(&opts.output)?;
 
     let t = Instant::now();
     let script = Script::load(&opts.script)?;
-    let voice_name = opts.voice.clone().or_else(|| script.voice.clone()).unwrap_or_else(|| DEFAULT_VOICE.to_owned());
+    let voice_name = opts
+        .voice
+        .clone()
+        .or_else(|| script.voice.clone())
+        .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
     let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
     let mut engine = SpeechEngine::new(SpeechOptions {
         voice,
@@ -165,58 +188,116 @@ pub fn render(opts: &RenderOptions, progress: &dyn Progress, cancel: &AtomicBool
     clock.add(Stage::Script, t.elapsed());
 
     let t = Instant::now();
-    progress.event(Event::Start { stage: Stage::Face, total: 0 });
+    progress.event(Event::Start {
+        stage: Stage::Face,
+        total: 0,
+    });
     let portrait = Portrait::open(&opts.portrait)?;
     let models = FaceModels::load(&opts.assets.face_dir())?;
     let analysis = models.analyse(&portrait)?;
     if analysis.faces_found > 1 {
         progress.event(Event::Warning {
-            message: format!("{} faces found in {}; animating the largest", analysis.faces_found, opts.portrait.display()),
+            message: format!(
+                "{} faces found in {}; animating the largest",
+                analysis.faces_found,
+                opts.portrait.display()
+            ),
         });
     }
-    let size = opts.size.or(script.size).unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
+    let size = opts
+        .size
+        .or(script.size)
+        .unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
     let fps = opts.fps.unwrap_or(script.fps);
-    let video = VideoSettings { width: size.0, height: size.1, fps, crf: opts.crf, preset: opts.preset.clone(), threads: 1 };
+    let video = VideoSettings {
+        width: size.0,
+        height: size.1,
+        fps,
+        crf: opts.crf,
+        preset: opts.preset.clone(),
+        threads: 1,
+    };
     video.validate()?;
-    let look_opts = LookOptions { framing: opts.framing, size, still: opts.still, seed: opts.seed };
-    let (look, look_key) = look::prepare(&portrait.image, &analysis.face.landmarks, &look_opts, video)?;
+    let look_opts = LookOptions {
+        framing: opts.framing,
+        size,
+        still: opts.still,
+        seed: opts.seed,
+    };
+    let (look, look_key) =
+        look::prepare(&portrait.image, &analysis.face.landmarks, &look_opts, video)?;
     drop(portrait);
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
 
-    progress.event(Event::Start { stage: Stage::Phonemes, total: script.segments.len() as u64 });
-    let mut plan = Plan::build(&script, engine.config(), engine.identity(), &Phonemizer::global()?, &clock)?;
+    progress.event(Event::Start {
+        stage: Stage::Phonemes,
+        total: script.segments.len() as u64,
+    });
+    let mut plan = Plan::build(
+        &script,
+        engine.config(),
+        engine.identity(),
+        &Phonemizer::global()?,
+        &clock,
+    )?;
     plan.assign_chunk_keys(&look_key);
-    progress.event(Event::Finish { stage: Stage::Phonemes });
+    progress.event(Event::Finish {
+        stage: Stage::Phonemes,
+    });
 
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
     let sample_rate = plan.sample_rate;
     let mut done: Vec<Option<ChunkDone>> = vec![None; plan.chunks.len()];
     let mut todo = Vec::new();
     for (i, c) in plan.chunks.iter().enumerate() {
-        match reuse_chunk(&cache, c.key.as_ref().expect("keys assigned"), &look.video, sample_rate, c.sentences.len()) {
+        match reuse_chunk(
+            &cache,
+            c.key.as_ref().expect("keys assigned"),
+            &look.video,
+            sample_rate,
+            c.sentences.len(),
+        ) {
             Some(d) => done[i] = Some(d),
             None => todo.push(i),
         }
     }
     let chunks_reused = plan.chunks.len() - todo.len();
 
-    let total_frames: u64 = 0;
-    let frames_total = AtomicU64::new(total_frames);
-    let shared = Shared { plan: &plan, cache: &cache, look: &look, clock: &clock, progress, cancel, stop: AtomicBool::new(false) };
-    let new_chunks = run_threads(&shared, &mut engine, &todo, &frames_total)?;
+    let shared = Shared {
+        plan: &plan,
+        cache: &cache,
+        look: &look,
+        clock: &clock,
+        progress,
+        cancel,
+        stop: AtomicBool::new(false),
+    };
+    let new_chunks = run_threads(&shared, &mut engine, &todo)?;
     for (i, d) in new_chunks {
         done[i] = Some(d);
     }
-    let done: Vec<ChunkDone> = done.into_iter().map(|d| d.expect("every chunk reused or rendered")).collect();
+    let done: Vec<ChunkDone> = done
+        .into_iter()
+        .map(|d| d.expect("every chunk reused or rendered"))
+        .collect();
 
     let t = Instant::now();
-    progress.event(Event::Start { stage: Stage::Assemble, total: 0 });
-    let paths: Vec<PathBuf> = plan.chunks.iter().map(|c| cache.chunk_path(c.key.as_ref().expect("keys assigned"))).collect();
+    progress.event(Event::Start {
+        stage: Stage::Assemble,
+        total: 0,
+    });
+    let paths: Vec<PathBuf> = plan
+        .chunks
+        .iter()
+        .map(|c| cache.chunk_path(c.key.as_ref().expect("keys assigned")))
+        .collect();
     let meta = output_meta(&script, &plan, &done, sample_rate);
     let info = media::assemble(&paths, &opts.output, &meta)?;
     clock.add(Stage::Assemble, t.elapsed());
-    progress.event(Event::Finish { stage: Stage::Assemble });
+    progress.event(Event::Finish {
+        stage: Stage::Assemble,
+    });
 
     Ok(RenderReport {
         output: opts.output.clone(),
@@ -232,22 +313,36 @@ pub fn render(opts: &RenderOptions, progress: &dyn Progress, cancel: &AtomicBool
         phrase_hits: shared_hits(&engine, &plan, &todo),
         speech: engine.stats,
         wall_seconds: wall.elapsed().as_secs_f64(),
-        stage_seconds: Stage::ALL.iter().map(|&s| (s.label(), clock.seconds(s))).collect(),
+        stage_seconds: Stage::ALL
+            .iter()
+            .map(|&s| (s.label(), clock.seconds(s)))
+            .collect(),
     })
 }
 
 /// Utterances of rendered chunks that came from the phrase cache rather than the model.
 fn shared_hits(engine: &SpeechEngine, plan: &Plan, todo: &[usize]) -> u64 {
-    let needed: u64 = todo.iter().map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64).sum();
+    let needed: u64 = todo
+        .iter()
+        .map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64)
+        .sum();
     needed.saturating_sub(engine.stats.synthesized)
 }
 
 /// A cached chunk that still matches this render, or `None` to render it again.
-fn reuse_chunk(cache: &Cache, key: &Key, video: &VideoSettings, sample_rate: u32, sentences: usize) -> Option<ChunkDone> {
+fn reuse_chunk(
+    cache: &Cache,
+    key: &Key,
+    video: &VideoSettings,
+    sample_rate: u32,
+    sentences: usize,
+) -> Option<ChunkDone> {
     let entry = cache.get_chunk(key).ok()??;
     let done: Option<ChunkDone> = serde_json::from_str(&entry.meta).ok();
     let valid = media::probe_chunk(&entry.path).is_ok_and(|info| {
-        info.matches(video, sample_rate) && info.samples == entry.samples && info.frames == entry.frames
+        info.matches(video, sample_rate)
+            && info.samples == entry.samples
+            && info.frames == entry.frames
     });
     match done {
         Some(d) if valid && d.spans.len() == sentences && d.samples == entry.samples => Some(d),
@@ -272,7 +367,11 @@ fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u3
             }
         }
         for (s, &(a, b)) in c.sentences.clone().zip(&d.spans) {
-            cues.push(Cue { text: plan.sentences[s].display.clone(), start: (offset + a) as f64 / sr, end: (offset + b) as f64 / sr });
+            cues.push(Cue {
+                text: plan.sentences[s].display.clone(),
+                start: (offset + a) as f64 / sr,
+                end: (offset + b) as f64 / sr,
+            });
         }
         offset += d.samples;
     }
@@ -286,7 +385,11 @@ fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u3
             end: chapter_starts.get(i + 1).map_or(total, |n| n.1),
         })
         .collect();
-    OutputMeta { title: script.title.clone(), chapters, cues }
+    OutputMeta {
+        title: script.title.clone(),
+        chapters,
+        cues,
+    }
 }
 
 /// What the threads share.
@@ -315,17 +418,25 @@ fn run_threads(
     shared: &Shared,
     engine: &mut SpeechEngine,
     todo: &[usize],
-    frames_done: &AtomicU64,
 ) -> Result<Vec<(usize, ChunkDone)>> {
     if todo.is_empty() {
         return Ok(Vec::new());
     }
     let plan = shared.plan;
-    let sample_rate = plan.sample_rate;
-    let fps = shared.look.video.fps;
-    let needed: u64 = todo.iter().map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64).sum();
-    shared.progress.event(Event::Start { stage: Stage::Speech, total: needed });
-    shared.progress.event(Event::Start { stage: Stage::Frames, total: 0 });
+    let frames_done = AtomicU64::new(0);
+    let frames_done = &frames_done;
+    let needed: u64 = todo
+        .iter()
+        .map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64)
+        .sum();
+    shared.progress.event(Event::Start {
+        stage: Stage::Speech,
+        total: needed,
+    });
+    shared.progress.event(Event::Start {
+        stage: Stage::Frames,
+        total: 0,
+    });
     let (tx, rx) = bounded::<(usize, ChunkAudio)>(CHANNEL_CAPACITY);
     let results = Mutex::new(Vec::with_capacity(todo.len()));
     let errors: Mutex<Vec<Error>> = Mutex::new(Vec::new());
@@ -333,7 +444,10 @@ fn run_threads(
         shared.stop.store(true, Ordering::Relaxed);
         errors.lock().expect("error list").push(e);
     };
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(todo.len()).max(1);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(todo.len())
+        .max(1);
 
     std::thread::scope(|scope| {
         let speech = std::thread::Builder::new()
@@ -375,8 +489,12 @@ fn run_threads(
             }
         }
     });
-    shared.progress.event(Event::Finish { stage: Stage::Speech });
-    shared.progress.event(Event::Finish { stage: Stage::Frames });
+    shared.progress.event(Event::Finish {
+        stage: Stage::Speech,
+    });
+    shared.progress.event(Event::Finish {
+        stage: Stage::Frames,
+    });
 
     let errors = errors.into_inner().expect("error list");
     if let Some(e) = first_real_error(errors) {
@@ -385,7 +503,6 @@ fn run_threads(
     if shared.cancel.load(Ordering::Relaxed) {
         return Err(Error::Cancelled);
     }
-    let _ = (sample_rate, fps);
     Ok(results.into_inner().expect("results"))
 }
 
@@ -402,20 +519,44 @@ fn first_real_error(errors: Vec<Error>) -> Option<Error> {
     fallback
 }
 
-fn render_one(shared: &Shared, i: usize, audio: &ChunkAudio, frames_done: &AtomicU64) -> Result<ChunkDone> {
+fn render_one(
+    shared: &Shared,
+    i: usize,
+    audio: &ChunkAudio,
+    frames_done: &AtomicU64,
+) -> Result<ChunkDone> {
     let plan = shared.plan;
     let key = plan.chunks[i].key.as_ref().expect("keys assigned");
     let path = shared.cache.chunk_path(key);
-    let info = chunk::render(shared.look, audio, plan.sample_rate, &path, &shared.stop, shared.clock, || {
-        let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
-        if done % 25 == 0 {
-            shared.progress.event(Event::Advance { stage: Stage::Frames, done });
-        }
-    })?;
-    let done = ChunkDone { samples: info.samples, spans: audio.sentence_spans.clone() };
+    let info = chunk::render(
+        shared.look,
+        audio,
+        plan.sample_rate,
+        &path,
+        &shared.stop,
+        shared.clock,
+        || {
+            let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
+            if done % 25 == 0 {
+                shared.progress.event(Event::Advance {
+                    stage: Stage::Frames,
+                    done,
+                });
+            }
+        },
+    )?;
+    let done = ChunkDone {
+        samples: info.samples,
+        spans: audio.sentence_spans.clone(),
+    };
     let meta = serde_json::to_string(&done).expect("chunk meta serialises");
-    if let Err(e) = shared.cache.put_chunk(key, info.frames, info.samples, &meta) {
-        shared.progress.event(Event::Warning { message: format!("{e}; the chunk will be rendered again next time") });
+    if let Err(e) = shared
+        .cache
+        .put_chunk(key, info.frames, info.samples, &meta)
+    {
+        shared.progress.event(Event::Warning {
+            message: format!("{e}; the chunk will be rendered again next time"),
+        });
     }
     Ok(done)
 }
@@ -444,17 +585,25 @@ fn speech_loop(
             end += 1;
         }
         let window = &todo[next..end];
-        let keys: Vec<Key> =
-            window.iter().flat_map(|&c| plan.chunk_utterances(&plan.chunks[c])).map(|u| plan.utterances[u].key).collect();
-        let mut speeches: HashMap<Key, Speech> = shared.cache.get_phrases(&keys).unwrap_or_else(|e| {
-            shared.progress.event(Event::Warning { message: format!("{e}; synthesising without the cache") });
-            HashMap::new()
-        });
+        let keys: Vec<Key> = window
+            .iter()
+            .flat_map(|&c| plan.chunk_utterances(&plan.chunks[c]))
+            .map(|u| plan.utterances[u].key)
+            .collect();
+        let mut speeches: HashMap<Key, Speech> =
+            shared.cache.get_phrases(&keys).unwrap_or_else(|e| {
+                shared.progress.event(Event::Warning {
+                    message: format!("{e}; synthesising without the cache"),
+                });
+                HashMap::new()
+            });
         let mut missing: Vec<usize> = Vec::new();
         for &c in window {
             for u in plan.chunk_utterances(&plan.chunks[c]) {
                 let key = plan.utterances[u].key;
-                if !speeches.contains_key(&key) && !missing.iter().any(|&m| plan.utterances[m].key == key) {
+                if !speeches.contains_key(&key)
+                    && !missing.iter().any(|&m| plan.utterances[m].key == key)
+                {
                     missing.push(u);
                 }
             }
@@ -467,7 +616,9 @@ fn speech_loop(
             for (&u, speech) in missing.iter().zip(out) {
                 let key = plan.utterances[u].key;
                 if let Err(e) = shared.cache.put_phrase(key, &speech) {
-                    shared.progress.event(Event::Warning { message: format!("{e}; this phrase is not cached") });
+                    shared.progress.event(Event::Warning {
+                        message: format!("{e}; this phrase is not cached"),
+                    });
                 }
                 speeches.insert(key, speech);
             }
@@ -477,11 +628,25 @@ fn speech_loop(
             let sentences: Vec<Vec<&Speech>> = chunk
                 .sentences
                 .clone()
-                .map(|s| plan.sentences[s].utterances.clone().map(|u| &speeches[&plan.utterances[u].key]).collect())
+                .map(|s| {
+                    plan.sentences[s]
+                        .utterances
+                        .clone()
+                        .map(|u| &speeches[&plan.utterances[u].key])
+                        .collect()
+                })
                 .collect();
-            let audio = chunk::layout(&sentences, chunk.lead_in_samples, chunk.tail_samples, quantum);
+            let audio = chunk::layout(
+                &sentences,
+                chunk.lead_in_samples,
+                chunk.tail_samples,
+                quantum,
+            );
             done_utterances += plan.chunk_utterances(chunk).len() as u64;
-            shared.progress.event(Event::Advance { stage: Stage::Speech, done: done_utterances });
+            shared.progress.event(Event::Advance {
+                stage: Stage::Speech,
+                done: done_utterances,
+            });
             if tx.send((c, audio)).is_err() {
                 return Err(Error::Cancelled);
             }

@@ -92,14 +92,15 @@ impl Plan {
         for (si, segment) in script.segments.iter().enumerate() {
             let first_sentence = plan.sentences.len();
             let t = Instant::now();
-            let sentences: Vec<(String, String)> = text::split_sentences(&segment.text, MAX_SENTENCE_CHARS)
-                .into_iter()
-                .map(|raw| {
-                    let normalized = text::normalize(&raw);
-                    (raw, normalized)
-                })
-                .filter(|(_, n)| text::is_speakable(n))
-                .collect();
+            let sentences: Vec<(String, String)> =
+                text::split_sentences(&segment.text, MAX_SENTENCE_CHARS)
+                    .into_iter()
+                    .map(|raw| {
+                        let normalized = text::normalize(&raw);
+                        (raw, normalized)
+                    })
+                    .filter(|(_, n)| text::is_speakable(n))
+                    .collect();
             clock.add(Stage::Text, t.elapsed());
             for (raw, normalized) in sentences {
                 let start = plan.utterances.len();
@@ -112,10 +113,17 @@ impl Plan {
                     plan.utterances.push(Utterance { ids, kept, key });
                 }
                 if plan.utterances.len() > start {
-                    plan.sentences.push(Sentence { display: raw.trim().to_owned(), utterances: start..plan.utterances.len() });
+                    plan.sentences.push(Sentence {
+                        display: raw.trim().to_owned(),
+                        utterances: start..plan.utterances.len(),
+                    });
                 }
             }
-            plan.cut_chunks(si, first_sentence, ms_to_samples(u64::from(segment.pause_ms), voice.sample_rate));
+            plan.cut_chunks(
+                si,
+                first_sentence,
+                ms_to_samples(u64::from(segment.pause_ms), voice.sample_rate),
+            );
         }
         if let Some(first) = plan.chunks.first_mut() {
             first.lead_in_samples = ms_to_samples(LEAD_IN_MS, voice.sample_rate);
@@ -129,16 +137,32 @@ impl Plan {
         let mut start = first;
         let mut ids = 0;
         for s in first..end {
-            let n: usize = self.sentences[s].utterances.clone().map(|u| self.utterances[u].ids.len()).sum();
+            let n: usize = self.sentences[s]
+                .utterances
+                .clone()
+                .map(|u| self.utterances[u].ids.len())
+                .sum();
             if s > start && ids + n > CHUNK_ID_BUDGET {
-                self.chunks.push(ChunkPlan { segment, sentences: start..s, lead_in_samples: 0, tail_samples: 0, key: None });
+                self.chunks.push(ChunkPlan {
+                    segment,
+                    sentences: start..s,
+                    lead_in_samples: 0,
+                    tail_samples: 0,
+                    key: None,
+                });
                 start = s;
                 ids = 0;
             }
             ids += n;
         }
         // A segment that had nothing speakable after normalisation still keeps its pause.
-        self.chunks.push(ChunkPlan { segment, sentences: start..end, lead_in_samples: 0, tail_samples: pause, key: None });
+        self.chunks.push(ChunkPlan {
+            segment,
+            sentences: start..end,
+            lead_in_samples: 0,
+            tail_samples: pause,
+            key: None,
+        });
     }
 
     /// Utterance indices of a chunk, in order.
@@ -193,7 +217,11 @@ mod tests {
     fn identity() -> SpeechIdentity {
         SpeechIdentity {
             voice_hash: [7; 32],
-            scales: Scales { noise: 0.667, length: 1.0, noise_w: 0.8 },
+            scales: Scales {
+                noise: 0.667,
+                length: 1.0,
+                noise_w: 0.8,
+            },
             speaker: 0,
             engine: "onnxruntime/cpu/fp32".into(),
         }
@@ -209,7 +237,11 @@ mod tests {
         let mut id = identity();
         id.voice_hash[0] = 8;
         assert_ne!(base, phrase_key("hello", 0, &[1, 2, 3], &id));
-        for change in [|s: &mut Scales| s.noise = 0.0, |s: &mut Scales| s.length = 0.8, |s: &mut Scales| s.noise_w = 0.1] {
+        for change in [
+            |s: &mut Scales| s.noise = 0.0,
+            |s: &mut Scales| s.length = 0.8,
+            |s: &mut Scales| s.noise_w = 0.1,
+        ] {
             let mut id = identity();
             change(&mut id.scales);
             assert_ne!(base, phrase_key("hello", 0, &[1, 2, 3], &id));

@@ -31,8 +31,16 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] =
-        [Stage::Script, Stage::Text, Stage::Phonemes, Stage::Face, Stage::Speech, Stage::Frames, Stage::Encode, Stage::Assemble];
+    pub const ALL: [Stage; 8] = [
+        Stage::Script,
+        Stage::Text,
+        Stage::Phonemes,
+        Stage::Face,
+        Stage::Speech,
+        Stage::Frames,
+        Stage::Encode,
+        Stage::Assemble,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -68,12 +76,22 @@ impl Clock {
 #[serde(tag = "event", rename_all = "lowercase")]
 pub enum Event {
     /// A stage begins; `total` units of work are expected (0 when unknown or nothing to do).
-    Start { stage: Stage, total: u64 },
+    Start {
+        stage: Stage,
+        total: u64,
+    },
     /// `done` of the stage's units are finished.
-    Advance { stage: Stage, done: u64 },
-    Finish { stage: Stage },
+    Advance {
+        stage: Stage,
+        done: u64,
+    },
+    Finish {
+        stage: Stage,
+    },
     /// Something the user should know that does not stop the render.
-    Warning { message: String },
+    Warning {
+        message: String,
+    },
 }
 
 pub trait Progress: Sync {

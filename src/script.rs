@@ -60,17 +60,31 @@ impl std::error::Error for ScriptError {}
 
 impl Script {
     pub fn load(path: &Path) -> Result<Script, ScriptError> {
-        let fail = |message: String| ScriptError { file: path.to_path_buf(), at: String::new(), message };
-        let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
+        let fail = |message: String| ScriptError {
+            file: path.to_path_buf(),
+            at: String::new(),
+            message,
+        };
+        let meta =
+            std::fs::metadata(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
         if meta.is_dir() {
-            return Err(fail("is a directory; give the path of a script .json file".into()));
+            return Err(fail(
+                "is a directory; give the path of a script .json file".into(),
+            ));
         }
         if meta.len() > MAX_SCRIPT_BYTES {
-            return Err(fail(format!("is {} bytes; split scripts larger than 64 MiB into several jobs", meta.len())));
+            return Err(fail(format!(
+                "is {} bytes; split scripts larger than 64 MiB into several jobs",
+                meta.len()
+            )));
         }
-        let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
         let text = String::from_utf8(bytes).map_err(|e| {
-            fail(format!("is not UTF-8 text (invalid byte at offset {}); save it as UTF-8", e.utf8_error().valid_up_to()))
+            fail(format!(
+                "is not UTF-8 text (invalid byte at offset {}); save it as UTF-8",
+                e.utf8_error().valid_up_to()
+            ))
         })?;
         Script::parse(&text).map_err(|mut e| {
             e.file = path.to_path_buf();
@@ -107,12 +121,21 @@ const SEGMENT_FIELDS: &[&str] = &["text", "pause_ms", "chapter"];
 impl Validator {
     fn fail<T>(&mut self, at: &str, message: impl Into<String>) -> Option<T> {
         if self.error.is_none() {
-            self.error = Some(ScriptError { file: PathBuf::new(), at: at.to_owned(), message: message.into() });
+            self.error = Some(ScriptError {
+                file: PathBuf::new(),
+                at: at.to_owned(),
+                message: message.into(),
+            });
         }
         None
     }
 
-    fn object<'v>(&mut self, v: &'v Value, at: &str, allowed: &[&str]) -> Option<&'v Map<String, Value>> {
+    fn object<'v>(
+        &mut self,
+        v: &'v Value,
+        at: &str,
+        allowed: &[&str],
+    ) -> Option<&'v Map<String, Value>> {
         let Some(obj) = v.as_object() else {
             return self.fail(at, format!("must be an object, found {}", kind(v)));
         };
@@ -136,17 +159,30 @@ impl Validator {
             return self.fail(at, "must not be empty; remove the field or give it text");
         }
         if s.chars().count() > max_chars {
-            return self.fail(at, format!("is longer than {max_chars} characters; split it into several segments"));
+            return self.fail(
+                at,
+                format!("is longer than {max_chars} characters; split it into several segments"),
+            );
         }
         Some(s.to_owned())
     }
 
-    fn integer(&mut self, v: &Value, at: &str, range: std::ops::RangeInclusive<u64>, what: &str) -> Option<u32> {
+    fn integer(
+        &mut self,
+        v: &Value,
+        at: &str,
+        range: std::ops::RangeInclusive<u64>,
+        what: &str,
+    ) -> Option<u32> {
         match v.as_u64() {
             Some(n) if range.contains(&n) => Some(n as u32),
             _ => self.fail(
                 at,
-                format!("must be a whole number from {} to {} ({what}), found {v}", range.start(), range.end()),
+                format!(
+                    "must be a whole number from {} to {} ({what}), found {v}",
+                    range.start(),
+                    range.end()
+                ),
             ),
         }
     }
@@ -159,7 +195,12 @@ impl Validator {
             None => Some(1.0),
             Some(v) => match v.as_f64() {
                 Some(s) if (0.5..=2.0).contains(&s) => Some(s as f32),
-                _ => self.fail("speed", format!("must be a number from 0.5 to 2.0 (1.0 is the voice's own pace), found {v}")),
+                _ => self.fail(
+                    "speed",
+                    format!(
+                        "must be a number from 0.5 to 2.0 (1.0 is the voice's own pace), found {v}"
+                    ),
+                ),
             },
         };
         let fps = match obj.get("fps") {
@@ -189,14 +230,20 @@ impl Validator {
         let w = self.integer(w, "size[0]", 64..=4096, "pixels")?;
         let h = self.integer(h, "size[1]", 64..=4096, "pixels")?;
         if w % 2 != 0 || h % 2 != 0 {
-            return self.fail("size", format!("{w}x{h} has an odd side, which H.264 in yuv420p cannot encode; {fix}"));
+            return self.fail(
+                "size",
+                format!("{w}x{h} has an odd side, which H.264 in yuv420p cannot encode; {fix}"),
+            );
         }
         Some((w, h))
     }
 
     fn segments(&mut self, v: &Value) -> Option<Vec<Segment>> {
         let Some(items) = v.as_array() else {
-            return self.fail("segments", format!("must be an array of objects, found {}", kind(v)));
+            return self.fail(
+                "segments",
+                format!("must be an array of objects, found {}", kind(v)),
+            );
         };
         if items.is_empty() {
             return self.fail("segments", "is empty; add at least one {\"text\": \"...\"}");
@@ -207,7 +254,10 @@ impl Validator {
             let obj = self.object(item, &at, SEGMENT_FIELDS)?;
             let text_at = format!("{at}.text");
             let text = match obj.get("text") {
-                None => self.fail(&text_at, "is missing; every segment needs the text to speak"),
+                None => self.fail(
+                    &text_at,
+                    "is missing; every segment needs the text to speak",
+                ),
                 Some(t) => self.string(t, &text_at, MAX_TEXT_CHARS),
             }?;
             if !crate::text::is_speakable(&text) {
@@ -215,20 +265,33 @@ impl Validator {
             }
             let pause_ms = match obj.get("pause_ms") {
                 None => DEFAULT_PAUSE_MS,
-                Some(p) => self.integer(p, &format!("{at}.pause_ms"), 0..=60_000, "milliseconds of silence after the segment")?,
+                Some(p) => self.integer(
+                    p,
+                    &format!("{at}.pause_ms"),
+                    0..=60_000,
+                    "milliseconds of silence after the segment",
+                )?,
             };
             let chapter = match obj.get("chapter") {
                 None => None,
                 Some(c) => Some(self.string(c, &format!("{at}.chapter"), 500)?),
             };
-            out.push(Segment { text, pause_ms, chapter });
+            out.push(Segment {
+                text,
+                pause_ms,
+                chapter,
+            });
         }
         Some(out)
     }
 }
 
 fn join(at: &str, key: &str) -> String {
-    if at.is_empty() { key.to_owned() } else { format!("{at}.{key}") }
+    if at.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{at}.{key}")
+    }
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -308,20 +371,72 @@ mod tests {
             (r#"{"segments":{}}"#, "segments", "must be an array"),
             (r#"{"segments":[1]}"#, "segments[0]", "must be an object"),
             (r#"{"segments":[{}]}"#, "segments[0].text", "is missing"),
-            (r#"{"segments":[{"text":""}]}"#, "segments[0].text", "must not be empty"),
-            (r#"{"segments":[{"text":5}]}"#, "segments[0].text", "must be a string"),
-            (r#"{"segments":[{"text":"..."}]}"#, "segments[0].text", "nothing a voice can say"),
-            (r#"{"segments":[{"text":"a","pause_ms":-1}]}"#, "segments[0].pause_ms", "whole number"),
-            (r#"{"segments":[{"text":"a","pause_ms":1.5}]}"#, "segments[0].pause_ms", "whole number"),
-            (r#"{"segments":[{"text":"a","chapter":""}]}"#, "segments[0].chapter", "must not be empty"),
-            (r#"{"segments":[{"text":"a"}],"speed":3}"#, "speed", "0.5 to 2.0"),
-            (r#"{"segments":[{"text":"a"}],"speed":"fast"}"#, "speed", "0.5 to 2.0"),
+            (
+                r#"{"segments":[{"text":""}]}"#,
+                "segments[0].text",
+                "must not be empty",
+            ),
+            (
+                r#"{"segments":[{"text":5}]}"#,
+                "segments[0].text",
+                "must be a string",
+            ),
+            (
+                r#"{"segments":[{"text":"..."}]}"#,
+                "segments[0].text",
+                "nothing a voice can say",
+            ),
+            (
+                r#"{"segments":[{"text":"a","pause_ms":-1}]}"#,
+                "segments[0].pause_ms",
+                "whole number",
+            ),
+            (
+                r#"{"segments":[{"text":"a","pause_ms":1.5}]}"#,
+                "segments[0].pause_ms",
+                "whole number",
+            ),
+            (
+                r#"{"segments":[{"text":"a","chapter":""}]}"#,
+                "segments[0].chapter",
+                "must not be empty",
+            ),
+            (
+                r#"{"segments":[{"text":"a"}],"speed":3}"#,
+                "speed",
+                "0.5 to 2.0",
+            ),
+            (
+                r#"{"segments":[{"text":"a"}],"speed":"fast"}"#,
+                "speed",
+                "0.5 to 2.0",
+            ),
             (r#"{"segments":[{"text":"a"}],"fps":0}"#, "fps", "10 to 60"),
-            (r#"{"segments":[{"text":"a"}],"size":[641,360]}"#, "size", "odd side"),
-            (r#"{"segments":[{"text":"a"}],"size":[640]}"#, "size", "two-number array"),
-            (r#"{"segments":[{"text":"a"}],"size":[32,32]}"#, "size[0]", "64 to 4096"),
-            (r#"{"segments":[{"text":"a"}],"title":7}"#, "title", "must be a string"),
-            (r#"{"segments":[{"text":"a"}],"voice":" "}"#, "voice", "must not be empty"),
+            (
+                r#"{"segments":[{"text":"a"}],"size":[641,360]}"#,
+                "size",
+                "odd side",
+            ),
+            (
+                r#"{"segments":[{"text":"a"}],"size":[640]}"#,
+                "size",
+                "two-number array",
+            ),
+            (
+                r#"{"segments":[{"text":"a"}],"size":[32,32]}"#,
+                "size[0]",
+                "64 to 4096",
+            ),
+            (
+                r#"{"segments":[{"text":"a"}],"title":7}"#,
+                "title",
+                "must be a string",
+            ),
+            (
+                r#"{"segments":[{"text":"a"}],"voice":" "}"#,
+                "voice",
+                "must not be empty",
+            ),
         ];
         for (text, at, msg) in cases {
             let e = err(text);
@@ -354,9 +469,24 @@ mod tests {
         assert!(e.to_string().contains("did you mean \"pause_ms\""), "{e}");
         let latin1 = dir.join("latin1.json");
         std::fs::write(&latin1, b"{\"segments\":[{\"text\":\"caf\xe9\"}]}").unwrap();
-        assert!(Script::load(&latin1).unwrap_err().message.contains("not UTF-8"));
-        assert!(Script::load(&dir).unwrap_err().message.contains("is a directory"));
-        assert!(Script::load(&dir.join("missing.json")).unwrap_err().message.contains("cannot read"));
+        assert!(
+            Script::load(&latin1)
+                .unwrap_err()
+                .message
+                .contains("not UTF-8")
+        );
+        assert!(
+            Script::load(&dir)
+                .unwrap_err()
+                .message
+                .contains("is a directory")
+        );
+        assert!(
+            Script::load(&dir.join("missing.json"))
+                .unwrap_err()
+                .message
+                .contains("cannot read")
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

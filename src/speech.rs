@@ -48,7 +48,11 @@ pub struct SpeechStats {
 
 impl SpeechStats {
     pub fn padding_waste(&self) -> f64 {
-        if self.padded_ids == 0 { 0.0 } else { 1.0 - self.real_ids as f64 / self.padded_ids as f64 }
+        if self.padded_ids == 0 {
+            0.0
+        } else {
+            1.0 - self.real_ids as f64 / self.padded_ids as f64
+        }
     }
 }
 
@@ -67,9 +71,7 @@ impl SpeechEngine {
         if options.speaker >= config.num_speakers.max(1) {
             return Err(Error::Voice(format!(
                 "speaker {} does not exist; {} has {} speaker(s)",
-                options.speaker,
-                options.voice.name,
-                config.num_speakers
+                options.speaker, options.voice.name, config.num_speakers
             )));
         }
         let voice_hash = hash_file(&options.voice.model)?;
@@ -79,9 +81,24 @@ impl SpeechEngine {
             length: d.length / options.speed,
             noise_w: if options.noise { d.noise_w } else { 0.0 },
         };
-        let runtime = options.onnxruntime.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let identity = SpeechIdentity { voice_hash, scales, speaker: options.speaker, engine: format!("{runtime}/cpu/fp32") };
-        Ok(SpeechEngine { options, config, identity, model: None, stats: SpeechStats::default() })
+        let runtime = options
+            .onnxruntime
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let identity = SpeechIdentity {
+            voice_hash,
+            scales,
+            speaker: options.speaker,
+            engine: format!("{runtime}/cpu/fp32"),
+        };
+        Ok(SpeechEngine {
+            options,
+            config,
+            identity,
+            model: None,
+            stats: SpeechStats::default(),
+        })
     }
 
     pub fn config(&self) -> &VoiceConfig {
@@ -95,7 +112,11 @@ impl SpeechEngine {
     fn model(&mut self) -> Result<&mut PiperModel> {
         if self.model.is_none() {
             let t = Instant::now();
-            let model = PiperModel::load(&self.options.voice, &self.options.onnxruntime, self.options.threads)?;
+            let model = PiperModel::load(
+                &self.options.voice,
+                &self.options.onnxruntime,
+                self.options.threads,
+            )?;
             self.stats.load_seconds += t.elapsed().as_secs_f64();
             self.model = Some(model);
         }
@@ -106,8 +127,12 @@ impl SpeechEngine {
     pub fn synthesize(&mut self, utterances: &[&Utterance]) -> Result<Vec<Speech>> {
         let lengths: Vec<usize> = utterances.iter().map(|u| u.ids.len()).collect();
         let batches = batch::plan(&lengths, batch::DEFAULT_EDGES, self.options.limits);
-        let (scales, speaker, hop, rate) =
-            (self.identity.scales, self.identity.speaker, self.config.hop, self.config.sample_rate);
+        let (scales, speaker, hop, rate) = (
+            self.identity.scales,
+            self.identity.speaker,
+            self.config.hop,
+            self.config.sample_rate,
+        );
         let mut out: Vec<Option<Speech>> = vec![None; utterances.len()];
         for b in &batches {
             let ids: Vec<&[i64]> = b.iter().map(|&i| utterances[i].ids.as_slice()).collect();
@@ -123,10 +148,17 @@ impl SpeechEngine {
                 let phones = align(&utterances[i].kept, &r.id_frames, hop, pcm.len() as u64);
                 self.stats.synthesized += 1;
                 self.stats.audio_samples += pcm.len() as u64;
-                out[i] = Some(Speech { sample_rate: rate, pcm, phones });
+                out[i] = Some(Speech {
+                    sample_rate: rate,
+                    pcm,
+                    phones,
+                });
             }
         }
-        Ok(out.into_iter().map(|s| s.expect("every utterance is in exactly one batch")).collect())
+        Ok(out
+            .into_iter()
+            .map(|s| s.expect("every utterance is in exactly one batch"))
+            .collect())
     }
 }
 

@@ -94,7 +94,9 @@ impl FaceError {
     pub fn is_bad_input(&self) -> bool {
         !matches!(
             self,
-            FaceError::ModelMissing { .. } | FaceError::ModelUnreadable { .. } | FaceError::ModelCorrupt { .. }
+            FaceError::ModelMissing { .. }
+                | FaceError::ModelUnreadable { .. }
+                | FaceError::ModelCorrupt { .. }
         )
     }
 }

@@ -1,0 +1,207 @@
+//! Command-line arguments (clap derive). Syntax and ranges only; meaning is checked by the library.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const ABOUT: &str = "Render a narrated talking-portrait video from a script and one photo.";
+
+const LONG_ABOUT: &str = "\
+Render a narrated talking-portrait video from a script and one photo.
+
+talker reads a JSON script, speaks it with a neural Piper voice, and animates the portrait's mouth
+phoneme by phoneme (with blinks and slight head motion) into an H.264 + AAC MP4.
+
+Work is cached: speech per sentence and video per chunk. Re-rendering after an edit redoes only the
+changed parts, and a render that was killed resumes where it stopped.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  talker render examples/script.json examples/portrait.png -o talk.mp4
+  talker render book.json face.jpg -o book.mp4 --framing head --size 720x720
+  talker cache stats
+
+Exit codes: 0 success, 2 bad input (script, portrait, voice, arguments), 1 other failure,
+130 interrupted. See the README for the script format.";
+
+#[derive(Debug, Parser)]
+#[command(name = "talker", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub global: Global,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Print nothing but errors.
+    #[arg(short, long, global = true, conflicts_with = "json")]
+    pub quiet: bool,
+    /// Machine-readable output: progress events as JSON lines on stderr, the result as JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Directory with voices, the ONNX Runtime library and face models
+    /// [default: $TALKER_ASSETS, else ~/.cache/talker/assets].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub assets: Option<PathBuf>,
+    /// Cache directory for speech and video chunks [default: $TALKER_CACHE, else ~/.cache/talker].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// More log output (repeat for more); RUST_LOG also works.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Render SCRIPT spoken by PORTRAIT to an MP4.
+    Render(RenderArgs),
+    /// Inspect or trim the cache.
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheAction {
+    /// Entries, bytes and hit ratios.
+    Stats,
+    /// Delete least-recently-used entries until the cache fits in SIZE (e.g. 500M, 20G).
+    Gc {
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        max_size: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum FramingArg {
+    /// The whole portrait, scaled to cover the output size.
+    Full,
+    /// Head and shoulders around the face, upscaled.
+    Head,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct LookArgs {
+    /// Output size WIDTHxHEIGHT, both even [default: the script's size, else the portrait's, at most 1080].
+    #[arg(long, value_name = "WxH", value_parser = parse_wxh)]
+    pub size: Option<(u32, u32)>,
+    /// Frames per second [default: the script's fps, else 25].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(10..=60))]
+    pub fps: Option<u32>,
+    /// What the frame shows.
+    #[arg(long, value_enum, default_value_t = FramingArg::Full)]
+    pub framing: FramingArg,
+    /// No idle head motion (blinks stay).
+    #[arg(long)]
+    pub still: bool,
+    /// Seed for blinks and head motion; the same seed renders the same video.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RenderArgs {
+    /// The script (JSON; format in the README).
+    pub script: PathBuf,
+    /// The portrait (PNG or JPEG, one clearly visible face).
+    pub portrait: PathBuf,
+    /// Output MP4 [default: the script's name with .mp4, beside it].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Voice: a name in the assets' voices/ folder or a path to a Piper .onnx [default: the script's, else en_US-joe-medium].
+    #[arg(long)]
+    pub voice: Option<String>,
+    #[command(flatten)]
+    pub look: LookArgs,
+    /// x264 constant rate factor: lower is better and larger.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(0..=51))]
+    pub crf: u8,
+    /// x264 preset (ultrafast … veryslow).
+    #[arg(long, default_value = "veryfast")]
+    pub preset: String,
+    /// Worker threads [default: all cores].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+    /// Turn off the voice's sampling noise: the same text always sounds exactly the same.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// Use a temporary cache for this render only.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+fn parse_wxh(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or("expected WIDTHxHEIGHT, e.g. 720x720")?;
+    let p = |v: &str| {
+        v.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("{v:?} is not a whole number"))
+    };
+    let (w, h) = (p(w)?, p(h)?);
+    if !(64..=4096).contains(&w) || !(64..=4096).contains(&h) {
+        return Err("each side must be 64 to 4096 pixels".into());
+    }
+    if w % 2 != 0 || h % 2 != 0 {
+        return Err("both sides must be even (H.264 yuv420p)".into());
+    }
+    Ok((w, h))
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("unknown unit {c:?}; use K, M, G or T")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size such as 500M or 20G"))?;
+    if !n.is_finite() || n < 0.0 {
+        return Err("size must be a positive number".into());
+    }
+    Ok((n * mult as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("500M"), Ok(500 << 20));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("-1G").is_err());
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn wxh_parses_and_checks() {
+        assert_eq!(parse_wxh("720x404"), Ok((720, 404)));
+        assert!(parse_wxh("721x404").unwrap_err().contains("even"));
+        assert!(parse_wxh("32x32").unwrap_err().contains("64"));
+        assert!(parse_wxh("720").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,132 @@
+//! Each subcommand: turn arguments into library calls and print the result.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use talker::Result;
+use talker::assets::{Assets, user_cache_dir};
+use talker::cache::Cache;
+use talker::look::Framing;
+use talker::pipeline::{CacheLocation, RenderOptions, render};
+use talker::tts::batch::BatchLimits;
+
+use super::args::{CacheAction, FramingArg, Global, RenderArgs};
+use super::ui::Ui;
+
+/// `--cache`, else `$TALKER_CACHE`, else `~/.cache/talker`.
+pub fn cache_dir(global: &Global) -> PathBuf {
+    global
+        .cache
+        .clone()
+        .or_else(|| std::env::var_os("TALKER_CACHE").map(PathBuf::from))
+        .unwrap_or_else(|| user_cache_dir().join("talker"))
+}
+
+fn default_output(script: &Path) -> PathBuf {
+    script.with_extension("mp4")
+}
+
+pub fn threads(requested: Option<u16>) -> usize {
+    requested.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    )
+}
+
+pub fn render_options(args: &RenderArgs, global: &Global) -> RenderOptions {
+    RenderOptions {
+        script: args.script.clone(),
+        portrait: args.portrait.clone(),
+        output: args
+            .output
+            .clone()
+            .unwrap_or_else(|| default_output(&args.script)),
+        assets: Assets::locate(global.assets.as_deref()),
+        cache: if args.no_cache {
+            CacheLocation::Temporary
+        } else {
+            CacheLocation::Dir(cache_dir(global))
+        },
+        voice: args.voice.clone(),
+        size: args.look.size,
+        fps: args.look.fps,
+        framing: match args.look.framing {
+            FramingArg::Full => Framing::Full,
+            FramingArg::Head => Framing::Head,
+        },
+        still: args.look.still,
+        seed: args.look.seed,
+        crf: args.crf,
+        preset: args.preset.clone(),
+        threads: threads(args.threads),
+        noise: !args.deterministic,
+        batch: BatchLimits::default(),
+    }
+}
+
+pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBool) -> Result<()> {
+    let opts = render_options(args, global);
+    let report = render(&opts, ui, cancel)?;
+    if global.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else if !global.quiet {
+        ui.say(&format!(
+            "wrote {} ({:.1} s, {} frames, {}x{}) in {:.1} s: {:.1}x real time; {} of {} chunks reused",
+            report.output.display(),
+            report.audio_seconds,
+            report.frames,
+            report.width,
+            report.height,
+            report.wall_seconds,
+            report.audio_seconds / report.wall_seconds.max(1e-9),
+            report.chunks_reused,
+            report.chunks
+        ));
+    }
+    Ok(())
+}
+
+pub fn run_cache(action: &CacheAction, global: &Global, ui: &Ui) -> Result<()> {
+    let cache = Cache::open(&cache_dir(global))?;
+    match action {
+        CacheAction::Stats => {
+            let s = cache.stats()?;
+            if global.json {
+                let mut v = serde_json::to_value(&s).expect("stats serialise");
+                v["phrase_hit_ratio"] = s.phrase_hit_ratio().into();
+                v["chunk_hit_ratio"] = s.chunk_hit_ratio().into();
+                v["dir"] = cache.dir().display().to_string().into();
+                println!("{v}");
+            } else {
+                println!("cache {}", cache.dir().display());
+                println!(
+                    "phrases {:>8}  {:>10} bytes  hit ratio {:.2}",
+                    s.phrases,
+                    s.phrase_bytes,
+                    s.phrase_hit_ratio()
+                );
+                println!(
+                    "chunks  {:>8}  {:>10} bytes  hit ratio {:.2}",
+                    s.chunks,
+                    s.chunk_bytes,
+                    s.chunk_hit_ratio()
+                );
+            }
+        }
+        CacheAction::Gc { max_size } => {
+            let r = cache.gc(*max_size)?;
+            if global.json {
+                println!("{}", serde_json::to_string(&r).expect("report serialises"));
+            } else {
+                ui.say(&format!(
+                    "removed {} phrases and {} chunks; {} bytes remain",
+                    r.removed_phrases, r.removed_chunks, r.bytes_after
+                ));
+            }
+        }
+    }
+    Ok(())
+}

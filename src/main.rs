@@ -1,0 +1,57 @@
+//! `talker`: parses arguments, runs one command, and turns its result into an exit code.
+
+mod cli;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use clap::Parser;
+use cli::args::{Cli, Command};
+use cli::ui::Ui;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = match cli.global.verbose {
+        0 if cli.global.quiet => "error",
+        0 => "warn",
+        1 => "info,talker=debug",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()),
+        )
+        .with_writer(std::io::stderr)
+        .without_time()
+        .init();
+
+    // SIGINT/SIGTERM ask the render to stop between frames; partial files are removed.
+    let cancel = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(signal, Arc::clone(&cancel));
+    }
+
+    let ui = Ui::new(cli.global.quiet, cli.global.json);
+    let result = match &cli.command {
+        Command::Render(args) => cli::commands::run_render(args, &cli.global, &ui, &cancel),
+        Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if cli.global.json {
+                let v = serde_json::json!({"event": "error", "message": e.to_string(), "exit_code": e.exit_code()});
+                eprintln!("{v}");
+            } else {
+                eprintln!("talker: {e}");
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    eprintln!("  caused by: {s}");
+                    source = s.source();
+                }
+            }
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
