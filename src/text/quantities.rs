@@ -536,17 +536,21 @@ pub fn expand_any(core: &str) -> String {
         return w;
     }
     if core.contains('-') && core.split('-').filter(|p| !p.is_empty()).count() >= 2 {
-        return core
-            .split('-')
-            .map(|part| {
-                if part.bytes().any(|b| b.is_ascii_digit()) {
-                    expand_any(part)
-                } else {
-                    part.to_owned()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("-");
+        let mut prev = "";
+        let mut parts = Vec::new();
+        for part in core.split('-') {
+            let year_prefix = matches!(
+                prev.to_ascii_lowercase().as_str(),
+                "mid" | "pre" | "post" | "early" | "late"
+            );
+            parts.push(match expand_single(part, year_prefix) {
+                Some((w, _)) if year_prefix => w,
+                _ if part.bytes().any(|b| b.is_ascii_digit()) => expand_any(part),
+                _ => part.to_owned(),
+            });
+            prev = part;
+        }
+        return parts.join("-");
     }
     let mut out = String::with_capacity(core.len() * 4);
     let mut rest = core;

@@ -198,6 +198,13 @@ fn years() {
             ("1,999", "one thousand nine hundred ninety-nine"),
             ("March 2024", "March twenty twenty-four"),
             ("in 2100", "in two thousand one hundred"),
+            (
+                "a total of 2016 votes",
+                "a total of two thousand sixteen votes",
+            ),
+            ("in mid-2010", "in mid-twenty ten"),
+            ("mid-1990s", "mid-nineteen nineties"),
+            ("the year 2020", "the year twenty twenty"),
         ],
     );
 }
@@ -267,6 +274,7 @@ fn times() {
             ("a 16:9 screen", "a sixteen to nine screen"),
             ("John 3:16", "John three sixteen"),
             ("1:100 scale", "one to one hundred scale"),
+            ("ran it in 25:30", "ran it in twenty-five thirty"),
         ],
     );
 }
@@ -359,6 +367,14 @@ fn abbreviations() {
             ("pp. 3-5", "pages three to five"),
             ("Acme Inc. makes", "Acme Incorporated makes"),
             ("the U.S. economy", "the US economy"),
+            ("the U.S. Army", "the US Army"),
+            (
+                "moved to the U.S. The next day",
+                "moved to the US. The next day",
+            ),
+            ("moved to the U.S.", "moved to the US."),
+            ("King Jr. Day", "King Junior Day"),
+            ("Acme Inc. It grew.", "Acme Incorporated. It grew."),
             ("a Ph.D. student", "a PhD student"),
             ("Roe v. Wade", "Roe versus Wade"),
             ("Mt. Everest", "Mount Everest"),
@@ -543,6 +559,15 @@ fn sentences_with_abbreviations() {
             &["It cost $5.", "6 people paid."],
         ),
         ("Apples etc. Then pears.", &["Apples etc.", "Then pears."]),
+        (
+            "The U.S. Army came. The U.S. The end.",
+            &["The U.S. Army came.", "The U.S.", "The end."],
+        ),
+        (
+            "Made by Acme Inc. Its boss left.",
+            &["Made by Acme Inc.", "Its boss left."],
+        ),
+        ("Sammy Davis Jr. Day", &["Sammy Davis Jr. Day"]),
         ("no terminal punctuation", &["no terminal punctuation"]),
     ];
     for (input, want) in cases {
