@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use super::abbreviations::{self, Kind};
 use super::dates_times::{
     Date, Year, clock_words, day_of_month, is_valid_date, meridiem, month_from_abbrev,
-    month_from_name, month_name, parse_clock,
+    month_from_name, month_name, parse_clock, small_number,
 };
 use super::numbers::{cardinal_u64, digits_one_by_one, ordinal_u32};
 use super::quantities::{
@@ -102,13 +102,30 @@ impl<'t, 'a> Normalizer<'t, 'a> {
             let e = self.expand(i);
             let used = e.used.max(1);
             push_punct(&mut self.out, t.lead);
-            self.out.push_str(&e.text);
+            let capitalize_first = self.after_sentence_end()
+                && !t.core.starts_with(char::is_lowercase)
+                && e.text.starts_with(char::is_lowercase);
+            if capitalize_first {
+                // "100 people came." → "One hundred people came.", so the sentence splitter sees a start.
+                self.out.push_str(&capitalize(&e.text));
+            } else {
+                self.out.push_str(&e.text);
+            }
             push_punct(&mut self.out, &e.trail);
             self.push_gap(self.toks[(i + used - 1).min(self.toks.len() - 1)].gap);
             i += used;
         }
         let len = self.out.trim_end().len();
         self.out.truncate(len);
+    }
+
+    /// True if what was written so far ends a sentence (an abbreviation's period that does not end one has
+    /// already been dropped).
+    fn after_sentence_end(&self) -> bool {
+        self.out
+            .trim_end()
+            .trim_end_matches(['"', '\'', ')', ']'])
+            .ends_with(['.', '!', '?'])
     }
 
     fn push_gap(&mut self, gap: Gap) {
@@ -256,9 +273,11 @@ impl<'t, 'a> Normalizer<'t, 'a> {
         if t.has_period()
             && let Some((word, kind)) = abbreviations::dotted(core)
         {
-            let next_is_number = self
-                .next_in_phrase(i)
-                .is_some_and(|n| n.core.starts_with(|c: char| c.is_ascii_digit() || c == '#'));
+            let next_is_number = self.next_in_phrase(i).is_some_and(|n| {
+                n.core.starts_with(|c: char| c.is_ascii_digit() || c == '#')
+                    || (matches!(word, "volume" | "chapter" | "section")
+                        && roman::parse(&n.core.to_ascii_uppercase()).is_some())
+            });
             if kind != Kind::BeforeNumber || next_is_number {
                 return Some(self.abbreviation(i, word, kind));
             }
@@ -280,6 +299,14 @@ impl<'t, 'a> Normalizer<'t, 'a> {
         }
         if let Some(v) = roman::parse(core) {
             return self.roman(i, v);
+        }
+        if core.len() >= 2
+            && core.bytes().all(|b| matches!(b, b'i' | b'v' | b'x'))
+            && let Some(v) = roman::parse(&core.to_ascii_uppercase())
+            && self.counting_word_before(i)
+        {
+            // "Act III, Scene ii".
+            return Some(Expansion::new(cardinal_u64(u64::from(v)), 1, t.trail));
         }
         None
     }
@@ -341,6 +368,18 @@ impl<'t, 'a> Normalizer<'t, 'a> {
         (1000..=2999).contains(&v).then_some(Year::Full(v))
     }
 
+    /// True if token `i` follows a counting word ("Chapter", "Part", or "Vol."/"ch." with their period).
+    fn counting_word_before(&self, i: usize) -> bool {
+        let Some(prev) = i.checked_sub(1).map(|j| self.toks[j]) else {
+            return false;
+        };
+        let abbreviated =
+            prev.trail == "." && matches!(prev.core, "Vol" | "vol" | "Ch" | "ch" | "Pt" | "pt");
+        matches!(prev.gap, Gap::Space | Gap::Line)
+            && (prev.trail.is_empty() || abbreviated)
+            && roman::is_counting_word(prev.core)
+    }
+
     /// Roman numerals after a counting word ("Chapter IV"), a regnal name ("Henry VIII", "King Harold II")
     /// or, for multi-letter I/V/X numerals, any capitalised word ("Rocky II").
     fn roman(&self, i: usize, value: u32) -> Option<Expansion<'a>> {
@@ -349,13 +388,11 @@ impl<'t, 'a> Normalizer<'t, 'a> {
         if !matches!(prev.gap, Gap::Space | Gap::Line) || !t.lead.is_empty() {
             return None;
         }
-        let prev_trail_ok =
-            prev.trail.is_empty() || (prev.trail == "." && matches!(prev.core, "Vol" | "vol"));
-        if !prev_trail_ok {
-            return None;
-        }
-        if roman::is_counting_word(prev.core) {
+        if self.counting_word_before(i) {
             return Some(Expansion::new(cardinal_u64(u64::from(value)), 1, t.trail));
+        }
+        if !prev.trail.is_empty() {
+            return None;
         }
         let regnal = roman::is_regnal_name(prev.core)
             || (prev.is_capitalized() && i >= 2 && roman::is_royal_title(self.toks[i - 2].core));
@@ -404,6 +441,12 @@ impl<'t, 'a> Normalizer<'t, 'a> {
         if let Some(e) = self.with_next_word(i, core) {
             return e;
         }
+        if let Some(e) = self.feet_and_inches(i, core) {
+            return e;
+        }
+        if let Some(words) = self.verse(i, core) {
+            return Expansion::new(words, 1, t.trail);
+        }
         let year_context = self.year_context(i);
         let (text, was_year) =
             expand_single(core, year_context).unwrap_or_else(|| (expand_any(core), false));
@@ -418,6 +461,39 @@ impl<'t, 'a> Normalizer<'t, 'a> {
             Cow::Borrowed(t.trail)
         };
         Expansion::new(text, 1, trail)
+    }
+
+    /// "6'2\"" → "six foot two" (the closing inch mark is dropped from the trail).
+    fn feet_and_inches(&self, i: usize, core: &str) -> Option<Expansion<'a>> {
+        let t = self.toks[i];
+        let (feet, inches) = core.split_once('\'')?;
+        let inch_mark = t.trail.strip_prefix('"')?;
+        let f = small_number(feet, 2)?;
+        let n = small_number(inches, 2).filter(|n| *n < 12)?;
+        let text = format!(
+            "{} foot {}",
+            cardinal_u64(u64::from(f)),
+            cardinal_u64(u64::from(n))
+        );
+        Some(Expansion::new(text, 1, inch_mark))
+    }
+
+    /// "Psalm 23:4", "Genesis 1:1": chapter and verse after a capitalised word when the numbers are not a
+    /// clock reading ("John 3:16" already reads as one); elsewhere "3:1" is a ratio.
+    fn verse(&self, i: usize, core: &str) -> Option<String> {
+        let (chapter, verse) = core.split_once(':')?;
+        let (c, v) = (small_number(chapter, 3)?, small_number(verse, 3)?);
+        if parse_clock(core).is_some() || i == 0 || self.starts_sentence(i - 1) {
+            return None;
+        }
+        let prev = self.toks[i - 1];
+        (prev.trail.is_empty() && prev.is_capitalized()).then(|| {
+            format!(
+                "{} {}",
+                cardinal_u64(u64::from(c)),
+                cardinal_u64(u64::from(v))
+            )
+        })
     }
 
     /// "(555) 123-4567": the area code is read digit by digit.
