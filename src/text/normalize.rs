@@ -101,10 +101,10 @@ impl<'t, 'a> Normalizer<'t, 'a> {
             }
             let e = self.expand(i);
             let used = e.used.max(1);
-            push_punct(&mut self.out, t.lead);
             let capitalize_first = self.after_sentence_end()
                 && !t.core.starts_with(char::is_lowercase)
                 && e.text.starts_with(char::is_lowercase);
+            push_punct(&mut self.out, t.lead);
             if capitalize_first {
                 // "100 people came." → "One hundred people came.", so the sentence splitter sees a start.
                 self.out.push_str(&capitalize(&e.text));
@@ -315,7 +315,10 @@ impl<'t, 'a> Normalizer<'t, 'a> {
         let t = self.toks[i];
         let dropped = Cow::Borrowed(t.trail.strip_prefix('.').unwrap_or(t.trail));
         let trail = match kind {
-            Kind::Inner | Kind::BeforeNumber => dropped,
+            Kind::Inner | Kind::BeforeNumber if !matches!(t.gap, Gap::Paragraph | Gap::End) => {
+                dropped
+            }
+            Kind::Inner | Kind::BeforeNumber => Cow::Borrowed(t.trail),
             Kind::Word => self.abbreviation_trail(i),
             Kind::Suffix => {
                 let ends = matches!(t.gap, Gap::Paragraph | Gap::End)

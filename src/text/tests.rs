@@ -350,6 +350,7 @@ fn abbreviations() {
         "abbreviations",
         &[
             ("Dr. Smith", "Doctor Smith"),
+            ("I went to see the Dr.", "I went to see the Doctor."),
             ("Mr. Jones and Mrs. Jones", "Mister Jones and Missus Jones"),
             ("Ms. Lee", "Miz Lee"),
             ("Prof. Xavier", "Professor Xavier"),
