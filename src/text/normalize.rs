@@ -104,6 +104,10 @@ impl<'t, 'a> Normalizer<'t, 'a> {
             let capitalize_first = self.after_sentence_end()
                 && !t.core.starts_with(char::is_lowercase)
                 && e.text.starts_with(char::is_lowercase);
+            if t.lead.is_empty() && t.core.is_empty() && self.out.ends_with(' ') {
+                // Punctuation left alone by a removed emoji or a spaced ellipsis joins the word before it.
+                self.out.pop();
+            }
             push_punct(&mut self.out, t.lead);
             if capitalize_first {
                 // "100 people came." → "One hundred people came.", so the sentence splitter sees a start.
@@ -618,7 +622,7 @@ impl<'t, 'a> Normalizer<'t, 'a> {
                         && i >= 2
                         && self.last_year == Some(i - 2))
             }
-            "." => matches!(word.as_str(), "c" | "ca") || month,
+            "." => matches!(word.as_str(), "c" | "ca" | "a.d") || month,
             "," => month,
             _ => false,
         }

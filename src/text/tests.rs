@@ -206,6 +206,7 @@ fn years() {
             ("500 BC", "five hundred BC"),
             ("44 B.C.", "forty-four BC."),
             ("c. 1500", "circa fifteen hundred"),
+            ("A.D. 2010", "AD twenty ten"),
             ("1,999", "one thousand nine hundred ninety-nine"),
             ("March 2024", "March twenty twenty-four"),
             ("in 2100", "in two thousand one hundred"),
@@ -481,6 +482,7 @@ fn typography() {
             ("wait -- what", "wait, what"),
             ("wait - what", "wait, what"),
             ("Wait\u{2026}", "Wait..."),
+            ("Wait \u{2026} what", "Wait... what"),
             ("a\u{00A0}b", "a b"),
             ("zero\u{200B}width", "zerowidth"),
             ("ＡＢＣ", "ABC"),
@@ -490,6 +492,7 @@ fn typography() {
             ("para one.\n\n\n  para two.", "para one.\n\npara two."),
             ("caf\u{00E9} na\u{00EF}ve", "caf\u{00E9} na\u{00EF}ve"),
             ("e\u{0301}", "\u{00E9}"),
+            ("great \u{1F600} news \u{2764}\u{FE0F}!", "great news!"),
         ],
     );
 }

@@ -4,7 +4,7 @@
 //! non-breaking spaces become their plain forms) with typography made plain for the voice:
 //! curly quotes → `'`/`"`, em dashes and `--` → a comma pause, en dashes → `-` between numbers (a range)
 //! and a comma pause elsewhere, Unicode hyphens and the minus sign → `-`, vulgar fractions → " 1/2",
-//! zero-width, bidi and soft-hyphen characters removed, `\r\n`/`\r` → `\n`, other control characters → space.
+//! zero-width, bidi and soft-hyphen characters, emoji and dingbats removed, `\r\n`/`\r` → `\n`, other control characters → space.
 //! Invariants: never panics; introduces no character that is not already in the input except ASCII
 //! punctuation, digits, spaces and the words of the fraction/number-sign table; keeps `²`/`³` (units read
 //! them) which NFKC would fold into digits.
@@ -25,6 +25,12 @@ fn is_invisible(c: char) -> bool {
             // Trade and registered marks: narrators don't read them, espeak would say "trade mark".
             | '\u{2122}'
             | '\u{00AE}'
+            // Emoji, pictographs and dingbats with their variation selectors and tags: espeak would say
+            // "grinning face" or "heart suit".
+            | '\u{2600}'..='\u{27BF}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{1F000}'..='\u{1FAFF}'
+            | '\u{E0000}'..='\u{E007F}'
     )
 }
 
@@ -228,6 +234,8 @@ mod tests {
             ("Apple™ and Foo®", "Apple and Foo"),
             ("№ 5", "number  5"),
             ("e\u{0301}", "é"),
+            ("hi 😀 there ❤\u{FE0F}!", "hi  there !"),
+            ("👍🏽", ""),
         ];
         for (input, want) in cases {
             assert_eq!(clean(input), want, "clean({input:?})");
