@@ -79,8 +79,8 @@
 //! - **Typography**: NFKC (fullwidth, ligatures, "℃", non-breaking spaces), curly quotes → straight, em
 //!   dashes and "--" → a comma pause (Piper's phoneme set has "," but no dash), "…" → "...", zero-width,
 //!   bidi and soft-hyphen characters removed; emoji and dingbats are dropped (espeak would say "grinning
-//!   face", "heart suit"). A blank line is a paragraph break; a single line break is kept but read as a
-//!   space (hard-wrapped prose).
+//!   face", "heart suit"); Arabic-Indic and Devanagari digits are read like ASCII ones. A blank line is a
+//!   paragraph break; a single line break is kept but read as a space (hard-wrapped prose).
 //! - **Sentence starts**: an expansion that opens a sentence after `.`/`!`/`?` is capitalised ("He left.
 //!   100 people stayed." → "... One hundred people stayed."), so the splitter still sees the start.
 //!
