@@ -12,15 +12,19 @@ pub enum Kind {
     Inner,
     /// Comes before a number ("No. 5", "p. 12"): expanded only when a number follows.
     BeforeNumber,
-    /// Anything else ("etc.", "Inc.", "Jan."): its period may also end the sentence, so it is kept when the
-    /// next word starts a sentence.
+    /// Follows a name ("Jr.", "Inc.", "Ph.D.", initialisms like "U.S."): usually mid-sentence even before a
+    /// capital ("U.S. Army", "King Jr. Day"), so its period ends a sentence only before a word that commonly
+    /// starts one ([`is_sentence_starter`]).
+    Suffix,
+    /// Anything else ("etc.", "Jan."): its period may also end the sentence, so it is kept when the next
+    /// word is capitalised.
     Word,
 }
 
 /// Abbreviations written with a final period. "Dr" and "St" are handled by [`dr_or_st`], months by the date
 /// code, weekdays by [`weekday`].
 pub fn dotted(core: &str) -> Option<(&'static str, Kind)> {
-    use Kind::{BeforeNumber, Inner, Word};
+    use Kind::{BeforeNumber, Inner, Suffix, Word};
     Some(match core {
         "Mr" | "MR" => ("Mister", Inner),
         "Mrs" | "MRS" => ("Missus", Inner),
@@ -47,14 +51,14 @@ pub fn dotted(core: &str) -> Option<(&'static str, Kind)> {
         "Mt" => ("Mount", Inner),
         "Ft" => ("Fort", Inner),
         "Mme" => ("Madame", Inner),
-        "Jr" => ("Junior", Word),
-        "Sr" => ("Senior", Word),
-        "Inc" => ("Incorporated", Word),
-        "Ltd" => ("Limited", Word),
-        "Co" => ("Company", Word),
-        "Corp" => ("Corporation", Word),
-        "Bros" => ("Brothers", Word),
-        "Esq" => ("Esquire", Word),
+        "Jr" => ("Junior", Suffix),
+        "Sr" => ("Senior", Suffix),
+        "Inc" => ("Incorporated", Suffix),
+        "Ltd" => ("Limited", Suffix),
+        "Co" => ("Company", Suffix),
+        "Corp" => ("Corporation", Suffix),
+        "Bros" => ("Brothers", Suffix),
+        "Esq" => ("Esquire", Suffix),
         "etc" => ("et cetera", Word),
         "vs" | "v" => ("versus", Inner),
         "approx" => ("approximately", Word),
@@ -73,7 +77,7 @@ pub fn dotted(core: &str) -> Option<(&'static str, Kind)> {
         "al" => ("al", Word),
         "a.m" | "A.M" => ("AM", Word),
         "p.m" | "P.M" => ("PM", Word),
-        "Ph.D" => ("PhD", Word),
+        "Ph.D" => ("PhD", Suffix),
         "No" | "no" => ("number", BeforeNumber),
         "Nos" | "nos" => ("numbers", BeforeNumber),
         "p" => ("page", BeforeNumber),
@@ -137,6 +141,78 @@ pub fn dr_or_st(
     }
 }
 
+/// Words that commonly start a sentence, used to tell "U.S. Army" (no break) from "the U.S. The" (break).
+pub fn is_sentence_starter(word: &str) -> bool {
+    let word = word.trim_start_matches(['"', '\'', '(', '[']);
+    let word = word.trim_end_matches(|c: char| !c.is_alphanumeric());
+    matches!(
+        word,
+        "A" | "An"
+            | "The"
+            | "I"
+            | "He"
+            | "She"
+            | "It"
+            | "We"
+            | "You"
+            | "They"
+            | "His"
+            | "Her"
+            | "Its"
+            | "Our"
+            | "Their"
+            | "My"
+            | "Your"
+            | "This"
+            | "That"
+            | "These"
+            | "Those"
+            | "There"
+            | "Here"
+            | "But"
+            | "And"
+            | "Or"
+            | "So"
+            | "Yet"
+            | "Then"
+            | "Now"
+            | "Still"
+            | "In"
+            | "On"
+            | "At"
+            | "After"
+            | "Before"
+            | "When"
+            | "While"
+            | "If"
+            | "As"
+            | "What"
+            | "Why"
+            | "How"
+            | "Who"
+            | "Where"
+            | "Some"
+            | "Many"
+            | "Most"
+            | "All"
+            | "No"
+            | "Yes"
+    )
+}
+
+/// "U.S", "B.C", "a.k.a": single letters joined by periods (the core of "U.S.").
+pub fn is_initialism(core: &str) -> bool {
+    let mut letters = 0;
+    for part in core.split('.') {
+        let mut chars = part.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) if c.is_alphabetic() => letters += 1,
+            _ => return false,
+        }
+    }
+    letters >= 2
+}
+
 /// True if a period after `word` (the text between the previous space and the period) cannot end a
 /// sentence, whatever follows: titles, "e.g."-style abbreviations and single-letter initials ("J. R. R.").
 /// `next_is_digit` allows the before-a-number ones ("No. 5", "Jan. 5").
@@ -158,6 +234,12 @@ pub fn period_is_internal(word: &str, next_is_digit: bool) -> bool {
     }
 }
 
+/// True if `word` (without its final period) is a [`Kind::Suffix`] abbreviation or an initialism.
+pub fn is_suffix(word: &str) -> bool {
+    let word = word.trim_start_matches(['"', '\'', '(', '[']);
+    is_initialism(word) || matches!(dotted(word), Some((_, Kind::Suffix)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +255,24 @@ mod tests {
         assert_eq!(dr_or_st("Dr", true, true).map(|e| e.0), Some("Doctor"));
         assert_eq!(dr_or_st("Dr", false, false).map(|e| e.0), Some("Doctor"));
         assert_eq!(dr_or_st("Mr", false, true), None);
+    }
+
+    #[test]
+    fn suffixes_and_starters() {
+        assert!(is_suffix("U.S"));
+        assert!(is_suffix("Jr"));
+        assert!(is_suffix("(Inc"));
+        assert!(!is_suffix("etc"));
+        assert!(!is_suffix("home"));
+        assert!(is_sentence_starter("The"));
+        assert!(is_sentence_starter("\"He"));
+        assert!(!is_sentence_starter("Army"));
+        assert!(!is_sentence_starter("the"));
+        assert!(is_initialism("U.S"));
+        assert!(is_initialism("a.k.a"));
+        assert!(!is_initialism("e"));
+        assert!(!is_initialism("Ph.D"));
+        assert!(!is_initialism("U..S"));
     }
 
     #[test]

@@ -201,11 +201,12 @@ pub struct Clock {
     pub second: Option<u32>,
 }
 
-/// Parses "3:30", "14:05", "09:30", "1:23:45" at the start of `s`; returns the clock and the rest
-/// ("pm", "", ...). Minutes and seconds must have exactly two digits.
+/// Parses "3:30", "14:05", "09:30", "1:23:45", "25:30" at the start of `s`; returns the clock and the rest
+/// ("pm", "", ...). Minutes and seconds must have exactly two digits; a first part over 24 is minutes
+/// (a duration such as a race time).
 pub fn parse_clock(s: &str) -> Option<(Clock, &str)> {
     let colon = s.find(':')?;
-    let hour = small_number(&s[..colon], 2).filter(|h| *h <= 24)?;
+    let hour = small_number(&s[..colon], 2)?;
     let after = &s[colon + 1..];
     let minute = small_number(after.get(..2)?, 2).filter(|m| *m < 60)?;
     let mut rest = &after[2..];
@@ -268,6 +269,7 @@ pub fn clock_words(c: Clock, meridiem: Option<&str>) -> String {
     }
     let hour = cardinal_u64(u64::from(c.hour));
     let mut out = match (c.minute, meridiem) {
+        (0, None) if c.hour > 24 => format!("{hour} minutes"),
         (0, Some(_)) => hour,
         (0, None) if (1..=12).contains(&c.hour) => format!("{hour} o'clock"),
         (0, None) => format!("{hour} hundred"),
@@ -346,6 +348,8 @@ mod tests {
             ("0:05:00", None, "five minutes"),
             ("0:00:00", None, "zero seconds"),
             ("2:00:01", None, "two hours and one second"),
+            ("25:30", None, "twenty-five thirty"),
+            ("45:00", None, "forty-five minutes"),
         ];
         for (input, mer, want) in cases {
             let (clock, rest) = parse_clock(input).expect(input);
@@ -354,7 +358,7 @@ mod tests {
         }
         assert_eq!(parse_clock("9:30pm").map(|c| c.1), Some("pm"));
         for bad in [
-            "3:2", "3:60", "25:00", "3:300", "123:00", ":30", "3:", "3:3a", "1:00:6",
+            "3:2", "3:60", "3:300", "123:00", ":30", "3:", "3:3a", "1:00:6",
         ] {
             assert_eq!(parse_clock(bad), None, "{bad}");
         }

@@ -18,8 +18,9 @@
 //! - **Years**: a four-digit number with no sign, comma or decimals reads as a year ("nineteen ninety-nine",
 //!   "nineteen oh five", "fifteen hundred", "two thousand five", "twenty ten", "twenty twenty-four") when it
 //!   is 1000–2099 and the words around it say so: after a month, after *in, since, by, until, till, from,
-//!   before, after, during, circa, c., ca., around, year, early, late, mid, of, summer, winter, spring,
-//!   autumn, fall, through, AD*, before *AD/BC/BCE/CE*, in a date, a decade ("1990s") or a year range
+//!   before, after, during, circa, c., ca., year, early, late, mid, summer, winter, spring, autumn, through,
+//!   AD, A.D.* (not "of" or "around": "a total of 2016 votes"), before *AD/BC/BCE/CE*, after "mid-"/"pre-"/
+//!   "post-"/"early-"/"late-" in a compound, in a date, a decade ("1990s") or a year range
 //!   ("1990-1995", "1990-95"), and after *and/or/to/through/until/till* when the number two words back was a
 //!   year ("in 2010 and 2012"). Without such context, 1100–1999 still read year-style ("fifteen hundred
 //!   people" is how people say it) and 2000–2099 read as cardinals ("two thousand twenty-four"), which is
@@ -43,45 +44,59 @@
 //!   date.
 //! - **Times**: "3:30 pm", "9am", "9 a.m." → "three thirty PM" (upper-case "AM"/"PM", which espeak spells
 //!   out), "3:00" → "three o'clock", "14:00" → "fourteen hundred", "14:05" → "fourteen oh five";
-//!   "1:23:45" is read as a duration. "noon"/"midnight" are words already and left alone. "3:2" and
-//!   "1:100" (not two-digit minutes) are ratios: "three to two".
-//! - **Ranges**: "pages 3-5" → "three to five"; a spaced hyphen between numbers ("5 - 3") is "minus"; an en
-//!   dash between numbers is a range.
+//!   "1:23:45" is read as a duration, "25:30" (over 24) as minutes and seconds. "noon"/"midnight" are words
+//!   already and left alone. "3:2" and "1:100" (not two-digit minutes) are ratios ("three to two"), except
+//!   after a capitalised word that does not start the sentence, where they are chapter and verse ("Psalm
+//!   23:4" → "twenty-three four"; "John 3:16" reads as a clock, "three sixteen", which is also right).
+//! - **Ranges**: "pages 3-5" → "three to five", "10am-12pm", "3rd-4th"; "50-50" → "fifty-fifty"; a spaced
+//!   hyphen between numbers ("5 - 3") is "minus"; an en dash between numbers is a range. Other hyphen
+//!   compounds are read part by part ("5-year-old", "COVID-19", "21st-century").
 //! - **Phone numbers** "555-1234", "555-123-4567", "(555) 123-4567", "1-800-555-1234", "555.123.4567":
 //!   digit by digit in groups. "NNN-NNNN" where both parts end in 0 is a range ("100-1000").
 //! - **Fractions** "1/2" → "one half", "3/4" → "three quarters", "3 1/2" → "three and a half", "½";
-//!   "24/7", "9/11" and "50/50" as people say them; "10/10" → "ten out of ten".
+//!   "24/7", "9/11" and "50/50" as people say them; "10/10" → "ten out of ten", "4.5/5" → "four point five
+//!   out of five". "100s"/"1000s" → "hundreds"/"thousands". Heights "6'2\"" → "six foot two".
 //! - **Abbreviations**: titles (Dr. Mr. Mrs. Ms. Prof. Rev. Gen. Capt. ...) drop their period; "St." is
 //!   "Saint" before a capitalised word unless a capitalised word or a number precedes it ("Main St.",
 //!   "5th St." → "Street"); "Dr." is "Drive" after a capitalised word or number when no name follows, else
-//!   "Doctor". Others (Jr. Sr. Inc. etc. vs. e.g. i.e. approx. Ave. Jan.–Dec. a.m./p.m. ...) keep their
-//!   period only when it also ends the sentence (the next word is capitalised). "No./p./pp./vol./ch./c."
-//!   expand only before a number. Weekday abbreviations expand only inside dates ("Tue., Mar. 5"), since
-//!   "Sun." is usually the sun. Initialisms "U.S." → "US". British undotted "Mr Smith", "Ms Jones" too.
+//!   "Doctor"; "vs. e.g. i.e. cf." likewise never end a sentence. Name suffixes (Jr. Sr. Inc. Ltd. Co.
+//!   Ph.D.) and initialisms ("U.S." → "US") keep their period only before a word that commonly starts a
+//!   sentence ("The", "He", "But", ...), so "U.S. Army" and "King Jr. Day" run on while "the U.S. The next
+//!   day" breaks. Others (etc. approx. Ave. Jan.–Dec. a.m./p.m. ...) keep their period when the next word
+//!   is capitalised. Every title and name keeps its period at the end of a paragraph.
+//!   "No./p./pp./vol./ch./c." expand only before a number (or a Roman numeral after "vol."/"ch.").
+//!   Weekday abbreviations expand only inside dates ("Tue., Mar. 5"), since "Sun." is usually the sun.
+//!   British undotted "Mr Smith", "Ms Jones" too.
 //! - **Roman numerals** (canonical upper case only): cardinal after counting words ("Chapter IV", "Part II",
 //!   "World War II", "Super Bowl LVII"); "the Eighth" after regnal names ("Henry VIII", "Pope Leo XIII",
 //!   "King Harold II"), but a lone "I" there only before punctuation or "of" ("Charles I of England"), since
 //!   "Henry I think" is a pronoun; multi-letter I/V/X numerals after any other capitalised word are
-//!   cardinals ("Rocky II"). Elsewhere left alone.
+//!   cardinals ("Rocky II"). Lower-case numerals only after counting words ("Scene ii"). Elsewhere left
+//!   alone.
 //! - **Symbols**: "&" → "and", "+" → "plus", "=" → "equals", "@" → "at" (emails: "at ... dot ..."), "#1"
 //!   → "number one", "§5", "~5" → "about five", "×"; emphasis "*" and "_" around words are dropped; "™"
 //!   and "®" are dropped.
 //! - **Typography**: NFKC (fullwidth, ligatures, "℃", non-breaking spaces), curly quotes → straight, em
 //!   dashes and "--" → a comma pause (Piper's phoneme set has "," but no dash), "…" → "...", zero-width,
-//!   bidi and soft-hyphen characters removed. A blank line is a paragraph break; a single line break is
-//!   kept but read as a space (hard-wrapped prose).
+//!   bidi and soft-hyphen characters removed; emoji and dingbats are dropped (espeak would say "grinning
+//!   face", "heart suit"); Arabic-Indic and Devanagari digits are read like ASCII ones. A blank line is a
+//!   paragraph break; a single line break is kept but read as a space (hard-wrapped prose).
+//! - **Sentence starts**: an expansion that opens a sentence after `.`/`!`/`?` is capitalised ("He left.
+//!   100 people stayed." → "... One hundred people stayed."), so the splitter still sees the start.
 //!
 //! # Sentence splitting
 //! [`split_sentences`] ends a sentence at `.`, `!`, `?` or `…` (plus closing quotes/brackets) when the next
 //! word does not start in lower case, except after titles, "e.g."-like abbreviations, single-letter initials
-//! ("J. R. R. Tolkien") and, before a number, "No."/"Jan."-like ones; a blank line always ends one. Pieces
+//! ("J. R. R. Tolkien"), before a number "No."/"Jan."-like ones, and name suffixes or initialisms unless a
+//! common sentence starter follows (the same rules as above); a blank line always ends one. Pieces
 //! longer than `max_chars` are cut after `;`, `:` or `—`, then after `,`, then at a space (a stronger mark
 //! wins only if the piece before it is at least a third of the limit), never inside a word. `max_chars == 0`
 //! puts every word in its own piece.
 //!
 //! # Known limits
-//! "U.S. Army" keeps the period of "US." because the next word is capitalised (a sentence break there);
-//! "plan B. Then" is not split (initial rule); "1999 people" is read "nineteen ninety-nine people".
+//! "plan B. Then" is not split (initial rule), nor is "he moved to the U.S. Congress met" (suffix rule);
+//! "1999 people" is read "nineteen ninety-nine people"; model numbers like "737-800" read as ranges;
+//! "10.30" (British time) reads as a decimal.
 
 mod abbreviations;
 mod dates_times;

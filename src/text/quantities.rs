@@ -190,6 +190,9 @@ impl Quantity<'_> {
     /// "five", "five to ten".
     pub fn amount_words(&self) -> String {
         match &self.b {
+            Some(b) if self.a == *b && self.a.int == "50" && self.currency.is_none() => {
+                "fifty-fifty".to_owned()
+            }
             Some(b) => format!("{} to {}", self.a.words(), b.words()),
             None => self.a.words(),
         }
@@ -312,8 +315,13 @@ pub fn render_quantity(q: &Quantity<'_>, year_context: bool) -> Option<(String, 
     }
     if matches!(suffix, "s" | "'s") && integer && q.b.is_none() && !q.a.neg {
         return Some(match q.a.year_value() {
-            Some(y) if y.is_multiple_of(10) => (pluralize(&year(y)), true),
-            _ => (pluralize(&q.a.words()), false),
+            Some(y) if y.is_multiple_of(10) && y != 1000 => (pluralize(&year(y)), true),
+            _ => {
+                let words = q.a.words();
+                // "100s of people" → "hundreds", not "one hundreds".
+                let round = matches!(q.a.int.as_ref(), "100" | "1000" | "1000000" | "1000000000");
+                (pluralize(if round { &words[4..] } else { &words }), false)
+            }
         });
     }
     if let Some(m) = meridiem(suffix) {
@@ -347,6 +355,14 @@ pub fn fraction(core: &str) -> Option<String> {
     let (n, d) = core.split_once('/')?;
     if n.is_empty() || d.is_empty() || n.len() > 4 || d.len() > 4 {
         return None;
+    }
+    if let (Some(x), Some(y)) = (parse_whole_num(n), parse_whole_num(d))
+        && x.frac.is_some()
+        && !x.neg
+        && !y.neg
+    {
+        // A rating: "4.5/5" → "four point five out of five".
+        return Some(format!("{} out of {}", x.words(), y.words()));
     }
     if !n.bytes().chain(d.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
@@ -517,6 +533,7 @@ pub fn symbol_word(c: char) -> Option<&'static str> {
         '≈' => "approximately",
         '≤' => "less than or equal to",
         '≥' => "greater than or equal to",
+        '^' => "to the power of",
         _ => return None,
     })
 }
@@ -536,17 +553,25 @@ pub fn expand_any(core: &str) -> String {
         return w;
     }
     if core.contains('-') && core.split('-').filter(|p| !p.is_empty()).count() >= 2 {
-        return core
-            .split('-')
-            .map(|part| {
-                if part.bytes().any(|b| b.is_ascii_digit()) {
-                    expand_any(part)
-                } else {
-                    part.to_owned()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("-");
+        let mut prev = "";
+        let mut parts = Vec::new();
+        let mut all_numbers = true;
+        for part in core.split('-') {
+            let year_prefix = matches!(
+                prev.to_ascii_lowercase().as_str(),
+                "mid" | "pre" | "post" | "early" | "late"
+            );
+            let single = expand_single(part, year_prefix);
+            all_numbers &= single.is_some();
+            parts.push(match single {
+                Some((w, _)) if year_prefix => w,
+                _ if part.bytes().any(|b| b.is_ascii_digit()) => expand_any(part),
+                _ => part.to_owned(),
+            });
+            prev = part;
+        }
+        // "10am-12pm", "3rd-4th": a range of readings that each stand alone.
+        return parts.join(if all_numbers { " to " } else { "-" });
     }
     let mut out = String::with_capacity(core.len() * 4);
     let mut rest = core;

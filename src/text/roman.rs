@@ -69,6 +69,8 @@ pub fn is_counting_word(word: &str) -> bool {
             | "book"
             | "volume"
             | "vol"
+            | "ch"
+            | "pt"
             | "act"
             | "scene"
             | "section"

@@ -6,7 +6,7 @@
 //! `max_chars` characters unless it is a single word that is longer by itself; words are never cut;
 //! concatenating the pieces' words gives back the input's words in order.
 
-use super::abbreviations::period_is_internal;
+use super::abbreviations::{is_sentence_starter, is_suffix, period_is_internal};
 
 /// Closing marks that may follow a sentence's final punctuation.
 fn is_closer(c: char) -> bool {
@@ -37,6 +37,9 @@ fn ends_sentence(word: &str, next: &str) -> bool {
                 return true;
             }
             let before = &core[..core.len() - 1];
+            if is_suffix(before) {
+                return is_sentence_starter(next);
+            }
             let next_is_digit = next.starts_with(|c: char| c.is_ascii_digit());
             !period_is_internal(before, next_is_digit)
         }

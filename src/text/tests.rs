@@ -55,6 +55,17 @@ fn cardinals_and_decimals() {
             ),
             ("version 1.2.3", "version one point two point three"),
             ("+5", "plus five"),
+            ("100s of people", "hundreds of people"),
+            ("1000s of miles", "thousands of miles"),
+            ("10^6", "ten to the power of six"),
+            ("A 50-50 chance", "A fifty-fifty chance"),
+            ("He was 6'2\" tall.", "He was six foot two tall."),
+            (
+                "He left. 100 people stayed.",
+                "He left. One hundred people stayed.",
+            ),
+            ("Really? $5! 3 left.", "Really? Five dollars! Three left."),
+            ("approx. 5 people", "approximately five people"),
             ("1.5 million people", "one point five million people"),
         ],
     );
@@ -195,9 +206,17 @@ fn years() {
             ("500 BC", "five hundred BC"),
             ("44 B.C.", "forty-four BC."),
             ("c. 1500", "circa fifteen hundred"),
+            ("A.D. 2010", "AD twenty ten"),
             ("1,999", "one thousand nine hundred ninety-nine"),
             ("March 2024", "March twenty twenty-four"),
             ("in 2100", "in two thousand one hundred"),
+            (
+                "a total of 2016 votes",
+                "a total of two thousand sixteen votes",
+            ),
+            ("in mid-2010", "in mid-twenty ten"),
+            ("mid-1990s", "mid-nineteen nineties"),
+            ("the year 2020", "the year twenty twenty"),
         ],
     );
 }
@@ -266,7 +285,15 @@ fn times() {
             ),
             ("a 16:9 screen", "a sixteen to nine screen"),
             ("John 3:16", "John three sixteen"),
+            (
+                "read Psalm 23:4 aloud",
+                "read Psalm twenty-three four aloud",
+            ),
+            ("the ratio was 3:1", "the ratio was three to one"),
+            ("open 10am-12pm", "open ten AM to twelve PM"),
+            ("John 3:16-18", "John three sixteen to eighteen"),
             ("1:100 scale", "one to one hundred scale"),
+            ("ran it in 25:30", "ran it in twenty-five thirty"),
         ],
     );
 }
@@ -295,6 +322,7 @@ fn ranges_fractions_phones() {
             ("24/7", "twenty-four seven"),
             ("9/11", "nine eleven"),
             ("10/10", "ten out of ten"),
+            ("rated 4.5/5", "rated four point five out of five"),
             ("5/1", "five over one"),
             ("555-1234", "five five five, one two three four"),
             (
@@ -323,6 +351,7 @@ fn abbreviations() {
         "abbreviations",
         &[
             ("Dr. Smith", "Doctor Smith"),
+            ("I went to see the Dr.", "I went to see the Doctor."),
             ("Mr. Jones and Mrs. Jones", "Mister Jones and Missus Jones"),
             ("Ms. Lee", "Miz Lee"),
             ("Prof. Xavier", "Professor Xavier"),
@@ -359,6 +388,14 @@ fn abbreviations() {
             ("pp. 3-5", "pages three to five"),
             ("Acme Inc. makes", "Acme Incorporated makes"),
             ("the U.S. economy", "the US economy"),
+            ("the U.S. Army", "the US Army"),
+            (
+                "moved to the U.S. The next day",
+                "moved to the US. The next day",
+            ),
+            ("moved to the U.S.", "moved to the US."),
+            ("King Jr. Day", "King Junior Day"),
+            ("Acme Inc. It grew.", "Acme Incorporated. It grew."),
             ("a Ph.D. student", "a PhD student"),
             ("Roe v. Wade", "Roe versus Wade"),
             ("Mt. Everest", "Mount Everest"),
@@ -390,6 +427,9 @@ fn roman_numerals() {
             ("Elizabeth I.", "Elizabeth the First."),
             ("Henry I think so", "Henry I think so"),
             ("Rocky II", "Rocky two"),
+            ("Act III, Scene ii", "Act three, Scene two"),
+            ("see Vol. III", "see volume three"),
+            ("see ch. xii", "see chapter twelve"),
             ("I went home", "I went home"),
             ("an IV drip", "an IV drip"),
             ("Malcolm X", "Malcolm X"),
@@ -442,6 +482,7 @@ fn typography() {
             ("wait -- what", "wait, what"),
             ("wait - what", "wait, what"),
             ("Wait\u{2026}", "Wait..."),
+            ("Wait \u{2026} what", "Wait... what"),
             ("a\u{00A0}b", "a b"),
             ("zero\u{200B}width", "zerowidth"),
             ("ＡＢＣ", "ABC"),
@@ -451,6 +492,7 @@ fn typography() {
             ("para one.\n\n\n  para two.", "para one.\n\npara two."),
             ("caf\u{00E9} na\u{00EF}ve", "caf\u{00E9} na\u{00EF}ve"),
             ("e\u{0301}", "\u{00E9}"),
+            ("great \u{1F600} news \u{2764}\u{FE0F}!", "great news!"),
         ],
     );
 }
@@ -543,6 +585,15 @@ fn sentences_with_abbreviations() {
             &["It cost $5.", "6 people paid."],
         ),
         ("Apples etc. Then pears.", &["Apples etc.", "Then pears."]),
+        (
+            "The U.S. Army came. The U.S. The end.",
+            &["The U.S. Army came.", "The U.S.", "The end."],
+        ),
+        (
+            "Made by Acme Inc. Its boss left.",
+            &["Made by Acme Inc.", "Its boss left."],
+        ),
+        ("Sammy Davis Jr. Day", &["Sammy Davis Jr. Day"]),
         ("no terminal punctuation", &["no terminal punctuation"]),
     ];
     for (input, want) in cases {

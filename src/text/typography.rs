@@ -4,7 +4,8 @@
 //! non-breaking spaces become their plain forms) with typography made plain for the voice:
 //! curly quotes → `'`/`"`, em dashes and `--` → a comma pause, en dashes → `-` between numbers (a range)
 //! and a comma pause elsewhere, Unicode hyphens and the minus sign → `-`, vulgar fractions → " 1/2",
-//! zero-width, bidi and soft-hyphen characters removed, `\r\n`/`\r` → `\n`, other control characters → space.
+//! zero-width, bidi and soft-hyphen characters, emoji and dingbats removed, Arabic-Indic and Devanagari
+//! digits → ASCII digits, `\r\n`/`\r` → `\n`, other control characters → space.
 //! Invariants: never panics; introduces no character that is not already in the input except ASCII
 //! punctuation, digits, spaces and the words of the fraction/number-sign table; keeps `²`/`³` (units read
 //! them) which NFKC would fold into digits.
@@ -25,6 +26,12 @@ fn is_invisible(c: char) -> bool {
             // Trade and registered marks: narrators don't read them, espeak would say "trade mark".
             | '\u{2122}'
             | '\u{00AE}'
+            // Emoji, pictographs and dingbats with their variation selectors and tags: espeak would say
+            // "grinning face" or "heart suit".
+            | '\u{2600}'..='\u{27BF}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{1F000}'..='\u{1FAFF}'
+            | '\u{E0000}'..='\u{E007F}'
     )
 }
 
@@ -52,6 +59,18 @@ fn pre_nfkc(c: char) -> Option<&'static str> {
     })
 }
 
+/// Arabic-Indic and Devanagari digits, which espeak's English voice skips silently, as ASCII digits
+/// (NFKC already folds fullwidth and circled ones).
+fn native_digit(c: char) -> Option<char> {
+    let zero = match c {
+        '\u{0660}'..='\u{0669}' => 0x0660,
+        '\u{06F0}'..='\u{06F9}' => 0x06F0,
+        '\u{0966}'..='\u{096F}' => 0x0966,
+        _ => return None,
+    };
+    char::from_digit(u32::from(c) - zero, 10)
+}
+
 /// Characters NFKC must leave alone because a later stage reads them (`m²` → "square meters").
 fn keep_from_nfkc(c: char) -> bool {
     matches!(c, '²' | '³')
@@ -77,6 +96,10 @@ fn stage_one(text: &str) -> String {
             if chars.peek() == Some(&'\n') {
                 chars.next();
             }
+            continue;
+        }
+        if let Some(d) = native_digit(c) {
+            out.push(d);
             continue;
         }
         if let Some(rep) = pre_nfkc(c) {
@@ -228,6 +251,9 @@ mod tests {
             ("Apple™ and Foo®", "Apple and Foo"),
             ("№ 5", "number  5"),
             ("e\u{0301}", "é"),
+            ("hi 😀 there ❤\u{FE0F}!", "hi  there !"),
+            ("👍🏽", ""),
+            ("\u{0663}\u{0664}", "34"),
         ];
         for (input, want) in cases {
             assert_eq!(clean(input), want, "clean({input:?})");
