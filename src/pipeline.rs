@@ -537,7 +537,7 @@ fn render_one(
         shared.clock,
         || {
             let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
-            if done % 25 == 0 {
+            if done.is_multiple_of(25) {
                 shared.progress.event(Event::Advance {
                     stage: Stage::Frames,
                     done,

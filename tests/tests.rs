@@ -1,5 +1,7 @@
 //! Integration tests. They run on the real models that scripts/fetch-assets installs.
 
+mod bad_input;
 mod cache;
+mod render;
 mod speech;
 mod util;

@@ -491,7 +491,7 @@ fn decode_phrase(sample_rate: i64, samples: i64, flac: Vec<u8>, phones: String) 
         .map(|(symbol, start, end)| Phone { symbol, start, end })
         .collect();
     let consistent = phones.last().is_none_or(|p| p.end == pcm.len() as u64);
-    consistent.then(|| Speech {
+    consistent.then_some(Speech {
         sample_rate: sample_rate as u32,
         pcm,
         phones,

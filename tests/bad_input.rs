@@ -1,0 +1,199 @@
+//! Every bad input exits 2 with a message naming the problem, and leaves no output file.
+
+use std::path::Path;
+
+use crate::util::*;
+
+const GOOD: &str = r#"{"segments": [{"text": "Hello there."}]}"#;
+
+/// Runs talker, expects exit 2 and `needle` in stderr, and no output or temp file in `dir`.
+fn refused(dir: &Path, args: &[&str], needle: &str) {
+    let before = listing(dir);
+    let o = talker(dir).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "args {args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "args {args:?}: expected {needle:?} in:\n{stderr}"
+    );
+    let after: Vec<String> = listing(dir).into_iter().filter(|f| f != "cache").collect();
+    let before: Vec<String> = before.into_iter().filter(|f| f != "cache").collect();
+    assert_eq!(after, before, "args {args:?} left files behind");
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn bad_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let portrait = repo("examples/portrait.png");
+    let out = d.join("out.mp4");
+    let cases = [
+        ("syntax.json", r#"{"segments": [}"#, "line 1, column 15"),
+        (
+            "unknown.json",
+            r#"{"segments": [{"text": "hi", "pause": 1}]}"#,
+            "did you mean \"pause_ms\"",
+        ),
+        ("empty.json", r#"{"segments": []}"#, "segments: is empty"),
+        (
+            "silent.json",
+            r#"{"segments": [{"text": "hi"}, {"text": "?!"}]}"#,
+            "segments[1].text",
+        ),
+        (
+            "speed.json",
+            r#"{"speed": 9, "segments": [{"text": "hi"}]}"#,
+            "speed",
+        ),
+    ];
+    for (name, body, needle) in cases {
+        let script = write_script(d, name, body);
+        refused(
+            d,
+            &["render", s(&script), s(&portrait), "-o", s(&out)],
+            needle,
+        );
+        assert!(
+            String::from_utf8_lossy(
+                &talker(d)
+                    .args(["render", s(&script), s(&portrait), "-o", s(&out)])
+                    .output()
+                    .unwrap()
+                    .stderr
+            )
+            .contains(name),
+            "the message names the file"
+        );
+    }
+    refused(
+        d,
+        &[
+            "render",
+            s(&d.join("missing.json")),
+            s(&portrait),
+            "-o",
+            s(&out),
+        ],
+        "missing.json",
+    );
+}
+
+#[test]
+fn bad_portraits() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = write_script(d, "ok.json", GOOD);
+    let out = d.join("out.mp4");
+    let png = std::fs::read(repo("examples/portrait.png")).unwrap();
+    let truncated = d.join("truncated.png");
+    std::fs::write(&truncated, &png[..2000]).unwrap();
+    let text = d.join("text.png");
+    std::fs::write(&text, "not an image").unwrap();
+    let img = image::open(repo("examples/portrait.png"))
+        .unwrap()
+        .to_rgb8();
+    let flag = d.join("flag.png");
+    image::imageops::crop_imm(&img, 0, 0, 120, 300)
+        .to_image()
+        .save(&flag)
+        .unwrap();
+    let tiny = d.join("tiny.png");
+    image::imageops::resize(&img, 256, 256, image::imageops::FilterType::Triangle)
+        .save(&tiny)
+        .unwrap();
+    for (p, needle) in [
+        (truncated.as_path(), "damaged or truncated"),
+        (text.as_path(), "not a PNG or JPEG"),
+        (flag.as_path(), "no face found"),
+        (tiny.as_path(), "px wide"),
+        (d.join("nope.png").as_path(), "does not exist"),
+    ] {
+        refused(d, &["render", s(&script), s(p), "-o", s(&out)], needle);
+    }
+}
+
+#[test]
+fn bad_voice_and_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = write_script(d, "ok.json", GOOD);
+    let portrait = repo("examples/portrait.png");
+    let out = d.join("out.mp4");
+    refused(
+        d,
+        &[
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&out),
+            "--voice",
+            "xx_XX-nobody",
+        ],
+        "xx_XX-nobody.onnx not found",
+    );
+    let broken = d.join("broken.onnx");
+    std::fs::write(&broken, b"not a model").unwrap();
+    std::fs::write(
+        d.join("broken.onnx.json"),
+        std::fs::read(default_voice().config).unwrap(),
+    )
+    .unwrap();
+    refused(
+        d,
+        &[
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&out),
+            "--voice",
+            s(&broken),
+        ],
+        "broken.onnx",
+    );
+    std::fs::remove_file(&broken).unwrap();
+    std::fs::remove_file(d.join("broken.onnx.json")).unwrap();
+    refused(
+        d,
+        &[
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&out),
+            "--size",
+            "641x480",
+        ],
+        "even",
+    );
+    refused(
+        d,
+        &[
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&d.join("no/such/dir/out.mp4")),
+        ],
+        "does not exist",
+    );
+    refused(d, &["render", s(&script)], "PORTRAIT");
+    refused(
+        d,
+        &[
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&out),
+            "--fps",
+            "500",
+        ],
+        "fps",
+    );
+}
