@@ -1,9 +1,8 @@
 //! End-to-end checks of the face module against the face-api JavaScript reference
 //! (tests/data/face/astronaut-reference.json, made by scripts/reference/face_api_reference.js).
 //!
-//! Input: the real model files (folder from `TALKER_FACE_MODELS`, else
-//! `~/.cache/talker/assets/face-api`) and examples/portrait.png. The tests fail, never skip,
-//! when the models are absent.
+//! Input: the real model files (the asset directory's `face-api/`, see `assets.rs`) and
+//! examples/portrait.png. The tests fail, never skip, when the models are absent.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -13,20 +12,14 @@ use serde::Deserialize;
 use super::*;
 
 pub(super) fn model_dir() -> PathBuf {
-    std::env::var_os("TALKER_FACE_MODELS").map_or_else(
-        || {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-                .join(".cache/talker/assets/face-api")
-        },
-        PathBuf::from,
-    )
+    crate::assets::Assets::locate(None).face_dir()
 }
 
 pub(super) fn models() -> &'static FaceModels {
     static MODELS: OnceLock<FaceModels> = OnceLock::new();
     MODELS.get_or_init(|| {
         FaceModels::load(&model_dir()).unwrap_or_else(|e| {
-            panic!("face tests need the face-api models (set TALKER_FACE_MODELS): {e}")
+            panic!("face tests need the face-api models (run scripts/fetch-assets): {e}")
         })
     })
 }
