@@ -1,6 +1,7 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
 
 pub mod assets;
+pub mod bench;
 pub mod cache;
 pub mod chunk;
 pub mod error;

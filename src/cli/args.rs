@@ -57,6 +57,9 @@ pub struct Global {
 pub enum Command {
     /// Render SCRIPT spoken by PORTRAIT to an MP4.
     Render(RenderArgs),
+    /// Measure every stage and print one JSON object: per-stage seconds, real-time factor, frames/s,
+    /// peak RSS, cache hits, and ratios (batch 1 vs bucketed, cold vs cached, ours vs piper-tts).
+    Bench(BenchArgs),
     /// Inspect or trim the cache.
     Cache {
         #[command(subcommand)]
@@ -131,6 +134,25 @@ pub struct RenderArgs {
     /// Use a temporary cache for this render only.
     #[arg(long)]
     pub no_cache: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Script rendered cold and cached.
+    #[arg(long, default_value = "examples/script.json")]
+    pub script: PathBuf,
+    /// Portrait for the render.
+    #[arg(long, default_value = "examples/portrait.png")]
+    pub portrait: PathBuf,
+    /// Script whose sentences feed the TTS comparison.
+    #[arg(long, default_value = "examples/lecture.json")]
+    pub tts_script: PathBuf,
+    /// A Python with piper-tts installed: also run the reference implementation (scripts/bench sets one up).
+    #[arg(long, value_name = "PYTHON")]
+    pub piper_python: Option<PathBuf>,
+    /// Threads [default: all cores].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
 }
 
 fn parse_wxh(s: &str) -> Result<(u32, u32), String> {

@@ -10,7 +10,7 @@ use talker::look::Framing;
 use talker::pipeline::{CacheLocation, RenderOptions, render};
 use talker::tts::batch::BatchLimits;
 
-use super::args::{CacheAction, FramingArg, Global, RenderArgs};
+use super::args::{BenchArgs, CacheAction, FramingArg, Global, LookArgs, RenderArgs};
 use super::ui::Ui;
 
 /// `--cache`, else `$TALKER_CACHE`, else `~/.cache/talker`.
@@ -128,5 +128,28 @@ pub fn run_cache(action: &CacheAction, global: &Global, ui: &Ui) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
+    let render = RenderArgs {
+        script: args.script.clone(),
+        portrait: args.portrait.clone(),
+        output: None,
+        voice: None,
+        look: LookArgs { size: None, fps: None, framing: FramingArg::Full, still: false, seed: 0 },
+        crf: 20,
+        preset: "veryfast".into(),
+        threads: args.threads,
+        deterministic: false,
+        no_cache: false,
+    };
+    let opts = talker::bench::BenchOptions {
+        render: render_options(&render, global),
+        tts_script: args.tts_script.clone(),
+        piper_python: args.piper_python.clone(),
+    };
+    let report = talker::bench::run(&opts)?;
+    println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
     Ok(())
 }
