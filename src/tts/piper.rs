@@ -61,7 +61,17 @@ impl PiperModel {
             })?;
         drop(bytes);
         let env = environment(library)?;
+        // Activations grow by about 20 MB per second of audio in a call; without the arena and the
+        // memory pattern ONNX Runtime hands that memory back after each call instead of keeping the
+        // largest call's worth for the life of the process. No spinning: the chunk workers need
+        // the cores while synthesis waits.
         let session = Session::builder(env)?
+            .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])
+            .map_err(ort::Error::from)?
+            .with_memory_pattern(false)
+            .map_err(ort::Error::from)?
+            .with_intra_op_spinning(false)
+            .map_err(ort::Error::from)?
             .with_optimization_level(GraphOptimizationLevel::All)
             .map_err(ort::Error::from)?
             .with_intra_threads(threads.max(1))
