@@ -96,6 +96,9 @@ pub(crate) fn validate(img: &image::RgbImage, lm: &[[f32; 2]; 68]) -> Result<(),
     if mouth_px < 8.0 || iod_px < 10.0 {
         return Err(RenderError::FaceTooSmall { mouth_px, iod_px });
     }
+    if eye_line[0] <= eye_line[1].abs() {
+        return Err(RenderError::NotAFace("eye line tilted more than 45°"));
+    }
     let mouth_dir = sub(lm[54], lm[48]);
     if geometry::dot(mouth_dir, eye_line) < 0.7 * mouth_px * iod_px {
         return Err(RenderError::NotAFace(

@@ -50,6 +50,7 @@ pub(crate) struct MouthRig {
     nose: f32,
     centre: f32,
     chin: f32,
+    lip: [f32; 3],
     teeth: [f32; 3],
     /// The portrait shows its upper teeth: the opening reuses them where they are.
     own_teeth: bool,
@@ -59,6 +60,20 @@ pub(crate) struct MouthRig {
     reach: f32,
     top: f32,
     bottom: f32,
+}
+
+/// Where one destination pixel comes from (see [`MouthRig::locate`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    /// Source point for the lips/skin, image coordinates.
+    pub src: P,
+    /// 0..1 coverage of the pixel by the mouth opening.
+    pub cover: f32,
+    /// The pixel in mouth coordinates, its lip abscissa and the opening's edges there.
+    pub local: P,
+    pub s: f32,
+    pub top: f32,
+    pub bot: f32,
 }
 
 /// Everything about one pose that does not depend on the pixel.
@@ -72,6 +87,8 @@ pub(crate) struct MouthFrame {
     jaw: f32,
     teeth: f32,
     tongue: f32,
+    /// Height of the tongue tip in front of the teeth, as a fraction of the opening.
+    tongue_tip: f32,
     open_extent: (f32, f32),
 }
 
@@ -91,8 +108,11 @@ impl MouthRig {
         };
         let up_out = curve(&[48, 49, 50, 51, 52, 53, 54]);
         let lo_out = curve(&[48, 59, 58, 57, 56, 55, 54]);
-        let up_in_raw = curve(&[48, 60, 61, 62, 63, 64, 54]);
-        let lo_in_raw = curve(&[48, 60, 67, 66, 65, 64, 54]);
+        // The portrait's opening runs from outer corner to outer corner: the inner corners
+        // (60, 64) sit a pixel or two inside the dark mouth corners, which would otherwise
+        // count as lip and survive a closed mouth.
+        let up_in_raw = curve(&[48, 61, 62, 63, 54]);
+        let lo_in_raw = curve(&[48, 67, 66, 65, 54]);
         // Noisy landmarks may cross: a crossed pair means closed lips at their average.
         let up_in = up_in_raw.map(|s, u| u.min(lo_in_raw.at(s)).max(up_out.at(s)));
         let lo_in = lo_in_raw.map(|s, l| {
@@ -136,6 +156,7 @@ impl MouthRig {
             nose,
             centre,
             chin,
+            lip: colours.lip,
             teeth: colours.teeth,
             own_teeth: colours.own_teeth,
             cavity: colours.cavity,
@@ -168,10 +189,12 @@ impl MouthRig {
     pub fn frame(&self, pose: &MouthPose) -> MouthFrame {
         let p = pose.clamped();
         let w = self.w;
-        let k = 1.0 + 0.12 * p.width.max(0.0) + 0.3 * p.width.min(0.0);
+        let k = 1.0 + 0.12 * p.width.max(0.0) + 0.25 * p.width.min(0.0);
         let round_in = 1.0 - 0.3 * p.round;
         let (el, er) = (-self.s_left * round_in, self.s_right * round_in);
-        let expo = 0.65 - 0.25 * p.round;
+        // Opening profile 1 - |t|^n: a lens, fuller when rounded, with a finite slope at the
+        // corners (a (1 - t²)^p cusp would shear the lips there hard enough to fold).
+        let expo = 2.5 + 0.5 * p.round;
         let gmax = 0.6 * w;
         let gap = |s: f32| {
             let e = if s < 0.0 { el } else { er };
@@ -179,7 +202,7 @@ impl MouthRig {
             if t >= 1.0 {
                 0.0
             } else {
-                p.open * gmax * (1.0 - t * t).powf(expo)
+                p.open * gmax * (1.0 - t.powf(expo))
             }
         };
         let raise = |s: f32| {
@@ -202,7 +225,7 @@ impl MouthRig {
             shift.clamp(-0.55 * fade_below, 0.55 * fade_below)
         });
         let jaw = (0.9 * (ld.at(0.0) - self.lo_in.at(0.0))).clamp(-0.4 * w, 0.5 * w);
-        let tuck = self.lo_thick.map(|_, t| p.lower_lip_tuck * 0.45 * t);
+        let tuck = self.lo_thick.map(|_, t| p.lower_lip_tuck * 0.55 * t);
         MouthFrame {
             k,
             ud,
@@ -213,6 +236,7 @@ impl MouthRig {
             jaw,
             teeth: p.teeth,
             tongue: p.tongue,
+            tongue_tip: 0.6 * smoothstep(0.5, 1.0, p.tongue),
             open_extent: (el, er),
         }
     }
@@ -220,6 +244,61 @@ impl MouthRig {
     /// The colour at destination pixel `q` for pose frame `f`, or `None` outside the influence.
     #[inline]
     pub fn shade(&self, f: &MouthFrame, img: &Rgb, q: P) -> Option<[f32; 3]> {
+        let at = self.locate(f, q)?;
+        let [_, y] = at.local;
+        if at.cover >= 1.0 {
+            return Some(self.interior(f, img, at.local, at.s, y - at.top, at.bot - at.top));
+        }
+        let lip = self.clean_lip(&at, img, img.bilinear(at.src[0], at.src[1]));
+        if at.cover <= 0.0 {
+            return Some(lip);
+        }
+        let hole = self.interior(f, img, at.local, at.s, y - at.top, at.bot - at.top);
+        Some(mix(lip, hole, at.cover))
+    }
+
+    /// Near the new inner lip edges, a sample that looks like teeth (bright, unsaturated) or
+    /// like the dark mouth corner is replaced by lip sampled further inside the lip:
+    /// landmarks are a pixel or two off, and a closed mouth must not keep slivers of the
+    /// portrait's open mouth.
+    #[inline]
+    fn clean_lip(&self, at: &Located, img: &Rgb, c: [f32; 3]) -> [f32; 3] {
+        let y = at.local[1];
+        let upper = y < 0.5 * (at.top + at.bot);
+        let e = if upper { at.top - y } else { y - at.bot };
+        let band = 0.12 * self.w + 0.5;
+        let edge = if at.s < 0.0 {
+            -self.s_left
+        } else {
+            self.s_right
+        };
+        // Not at the corners: the lips are too thin there to sample "deeper", and a dark
+        // crease is what a mouth corner looks like anyway.
+        let near = (1.0 - smoothstep(0.5 * band, band, e))
+            * (1.0 - smoothstep(0.7 * edge, 0.9 * edge, at.s.abs()));
+        if near <= 0.0 {
+            return c;
+        }
+        let lum = luma(self.lip).max(1.0);
+        let rho = luma(c) / lum;
+        let sat_lip = saturation(self.lip);
+        let teeth =
+            smoothstep(0.45 * sat_lip, 0.25 * sat_lip, saturation(c)) * smoothstep(1.0, 1.15, rho);
+        let dark = smoothstep(0.7, 0.45, rho);
+        let k = teeth.max(dark) * near;
+        if k <= 0.0 {
+            return c;
+        }
+        let depth = if upper { -band } else { band };
+        let v = self.frame.v;
+        let deeper = img.bilinear(at.src[0] + v[0] * depth, at.src[1] + v[1] * depth);
+        mix(c, deeper, k)
+    }
+
+    /// The backward map: where destination pixel `q` takes its lips/skin from, and how much
+    /// of it the opening covers. `None` outside the influence.
+    #[inline]
+    pub fn locate(&self, f: &MouthFrame, q: P) -> Option<Located> {
         let [x, y] = self.frame.to_local(q);
         if x.abs() > self.reach || y < self.top || y > self.bottom {
             return None;
@@ -235,13 +314,17 @@ impl MouthRig {
         };
         let rx = x / w;
         let r = (rx * rx + ry * ry).sqrt();
-        let h = 1.0 - smoothstep(1.0, 2.1, r);
+        let h = 1.0 - smoothstep(1.1, 1.9, r);
         let xs = x / (1.0 + (f.k - 1.0) * h);
         let s = xs / w;
         let ud = f.ud.at(s);
         let ld = f.ld.at(s);
-        let upper = |y: f32| y - f.du.at(s) * smoothstep(self.nose, ud, y);
-        let lower = |y: f32| {
+        // Above the lip line the upper lip moves, fading out at the nose base; below it the
+        // lower lip moves with its own profile near the lip, with the jaw further down, fading
+        // out below the chin and towards the jaw's sides.
+        let ys = if y <= 0.5 * (ud + ld) {
+            y - f.du.at(s) * smoothstep(self.nose, ud, y)
+        } else {
             let beta = smoothstep(ld, ld + 0.8 * w, y);
             let lat = 1.0 - smoothstep(0.9 * w, 2.0 * w, xs.abs());
             let gamma = 1.0 - smoothstep(self.chin - 0.2 * w, self.chin + w, y);
@@ -249,7 +332,6 @@ impl MouthRig {
             let thick = self.lo_thick.at(s).max(0.5);
             y - shift + f.tuck.at(s) * smoothstep(ld, ld + thick, y) * gamma
         };
-        let src = |ys: f32| img.bilinear_local(&self.frame, [xs, ys]);
         // The opening between the new edges; closed lips keep a thin dark seam (a minimum
         // opening that fades out at the corners) instead of a hard line.
         let inside = s > self.s_left && s < self.s_right;
@@ -262,22 +344,19 @@ impl MouthRig {
             (ud, ld)
         };
         // Box-filter coverage of the pixel row by the opening.
-        let cover = ((y + 0.5).min(bot) - (y - 0.5).max(top)).max(0.0);
-        let pick = |y: f32| {
-            if y <= 0.5 * (ud + ld) {
-                upper(y)
-            } else {
-                lower(y)
-            }
+        let cover = if inside {
+            ((y + 0.5).min(bot) - (y - 0.5).max(top)).clamp(0.0, 1.0)
+        } else {
+            0.0
         };
-        if cover <= 0.0 || !inside {
-            return Some(src(pick(y)));
-        }
-        let hole = self.interior(f, img, [x, y], s, y - top, bot - top);
-        if cover >= 1.0 {
-            return Some(hole);
-        }
-        Some(mix(src(pick(y)), hole, cover))
+        Some(Located {
+            src: self.frame.to_image([xs, ys]),
+            cover,
+            local: [x, y],
+            s,
+            top,
+            bot,
+        })
     }
 
     /// Inside the opening: upper teeth hanging from the upper jaw, then the dark cavity, the
@@ -307,21 +386,29 @@ impl MouthRig {
         if l_cov > 0.0 {
             c = mix(c, mul(self.teeth, side * 0.6), l_cov);
         }
-        // Upper teeth; `teeth` < 1 puts them in the lips' shadow.
+        // Upper teeth; `teeth` < 1 puts them in the lips' shadow (the lips themselves cover
+        // them geometrically: a lowered upper lip edge hides their top).
         let shadow = 0.7 + 0.3 * smoothstep(0.0, 0.12 * w + 0.8, a);
-        let vis = 0.2 + 0.8 * f.teeth;
+        let vis = if self.own_teeth {
+            1.0
+        } else {
+            0.2 + 0.8 * f.teeth
+        };
         let (tooth, u_cov) = if self.own_teeth {
             // The portrait's own teeth, fixed to the skull: sample them where they are; above
             // the portrait's lip edge (lip raised) repeat their top row.
+            // `teeth` < 1: the lips cover all but the top of them (a rounded "oo").
             let s0 = l[0] / w;
             let top = self.up_in.at(s0) + 0.6;
             let bottom = self.lo_in.at(s0) - 0.6;
+            let edge = l[1] - a;
+            let shown = edge + (0.15 + 0.85 * f.teeth) * (bottom - edge);
             if bottom - top < 0.5 {
                 ([0.0; 3], 0.0)
             } else {
                 let ys = l[1].clamp(top, bottom - 0.5);
                 let t = img.bilinear_local(&self.frame, [l[0], ys]);
-                (t, (bottom - l[1] + 0.5).clamp(0.0, 1.0))
+                (t, (shown - l[1] + 0.5).clamp(0.0, 1.0))
             }
         } else {
             // Synthetic: a band with faint gaps between teeth (incisors ≈ 0.34 W wide).
@@ -341,11 +428,18 @@ impl MouthRig {
         if u_cov > 0.0 {
             c = mix(c, mix(c, mul(tooth, shadow), vis), u_cov);
         }
+        // Tongue tip pushed up in front of the teeth (th, l).
+        let tip = f.tongue_tip * g * (1.0 - (sn / 0.45).powi(2)).max(0.0);
+        let tip_cov = (tip - from_bottom + 0.5).clamp(0.0, 1.0) * f32::from(tip > 0.0);
+        if tip_cov > 0.0 {
+            c = mix(c, mul(self.tongue, 1.1), tip_cov);
+        }
         c
     }
 }
 
 struct Colours {
+    lip: [f32; 3],
     teeth: [f32; 3],
     own_teeth: bool,
     cavity: [f32; 3],
@@ -404,10 +498,11 @@ impl Colours {
             [l * 0.98, l * 0.95, l * 0.88]
         };
         Colours {
+            lip,
             teeth,
             own_teeth,
             cavity: [lip[0] * 0.3, lip[1] * 0.16, lip[2] * 0.14],
-            tongue: [lip[0] * 0.82, lip[1] * 0.55, lip[2] * 0.55],
+            tongue: [lip[0] * 0.85, lip[1] * 0.62, lip[2] * 0.62],
         }
     }
 }
