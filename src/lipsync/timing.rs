@@ -217,6 +217,16 @@ fn enforce_min(drafts: &mut Vec<Draft>) {
             })
         };
         let protected = drafts[i].protected();
+        // A closure takes its time from before it whenever the key before can give it (even
+        // below the minimum: that key is then merged or refilled in a later round), so the
+        // lips still part exactly on the release.
+        if let Some(p) = prev.filter(|&p| protected && !drafts[p].protected())
+            && drafts[p].dur() > need + 0.02
+        {
+            drafts[p].end -= need;
+            drafts[i].start -= need;
+            continue;
+        }
         if spare(prev) + spare(next) >= need - EPS {
             // Closures borrow from before (so they still end at the release); others from the
             // roomier side first.
