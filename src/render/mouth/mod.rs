@@ -1,5 +1,4 @@
-//! The mouth model: lip curves from the 20 lip landmarks, a backward warp per pose, and the
-//! synthesised mouth interior (dark cavity, teeth, tongue).
+//! The mouth model: lip curves from the 20 lip landmarks and a backward warp per pose.
 //!
 //! Input: the portrait and landmarks 48..67 (+ nose base 33 and chin 8 for the fade limits).
 //! Output: for a destination pixel and a [`MouthPose`], the colour to draw there, or `None`
@@ -7,16 +6,24 @@
 //! Invariants:
 //! - All geometry lives in a mouth frame (origin between the outer corners, `u` along the
 //!   mouth, unit W = half the mouth width), so any face size and tilt behaves alike.
-//! - Every displacement fades smoothly (smoothstep) to exactly 0 at the influence limits: the
-//!   nose base above, the cheeks at the sides, below the chin underneath. No box, no seam.
-//! - The lips always map to lips: the destination inner lip edge samples the source lip
-//!   slightly inside its inner edge (`inset`), so a closed mouth is lip-coloured even when the
-//!   portrait shows teeth; the opening between the destination edges is synthesised.
-//! - Displacements are clamped against their fade lengths so the map never folds.
+//! - The pose sets new inner lip edges; above them the upper lip moves (fading out at the
+//!   nose base), below them the lower lip moves with its own profile and the jaw/chin drops
+//!   as a body (fading out below the chin and towards the jaw's sides); the width scales
+//!   around the mouth, fading out over the cheeks. All fades are smoothsteps reaching exactly
+//!   0, so there is no box and no seam.
+//! - The lips always map to lips: the new inner edges sample the portrait's lips slightly
+//!   inside their edges, whose opening is taken from outer corner to outer corner, so a
+//!   closed mouth is lip-coloured even when the portrait smiles with teeth; what lies between
+//!   the new edges is drawn by `interior.rs`.
+//! - Shifts are clamped against their fade lengths so the map never folds (tested).
+
+mod colours;
+mod interior;
 
 use super::geometry::{Curve, Frame, P, mean, smoothstep};
-use super::sample::{Rgb, luma, mix, mul};
+use super::sample::{Rgb, mix};
 use crate::lipsync::MouthPose;
+use colours::Colours;
 
 /// Samples per lip curve over `s` ∈ [-S_MAX, S_MAX].
 const LUT: usize = 257;
@@ -257,44 +264,6 @@ impl MouthRig {
         Some(mix(lip, hole, at.cover))
     }
 
-    /// Near the new inner lip edges, a sample that looks like teeth (bright, unsaturated) or
-    /// like the dark mouth corner is replaced by lip sampled further inside the lip:
-    /// landmarks are a pixel or two off, and a closed mouth must not keep slivers of the
-    /// portrait's open mouth.
-    #[inline]
-    fn clean_lip(&self, at: &Located, img: &Rgb, c: [f32; 3]) -> [f32; 3] {
-        let y = at.local[1];
-        let upper = y < 0.5 * (at.top + at.bot);
-        let e = if upper { at.top - y } else { y - at.bot };
-        let band = 0.12 * self.w + 0.5;
-        let edge = if at.s < 0.0 {
-            -self.s_left
-        } else {
-            self.s_right
-        };
-        // Not at the corners: the lips are too thin there to sample "deeper", and a dark
-        // crease is what a mouth corner looks like anyway.
-        let near = (1.0 - smoothstep(0.5 * band, band, e))
-            * (1.0 - smoothstep(0.7 * edge, 0.9 * edge, at.s.abs()));
-        if near <= 0.0 {
-            return c;
-        }
-        let lum = luma(self.lip).max(1.0);
-        let rho = luma(c) / lum;
-        let sat_lip = saturation(self.lip);
-        let teeth =
-            smoothstep(0.45 * sat_lip, 0.25 * sat_lip, saturation(c)) * smoothstep(1.0, 1.15, rho);
-        let dark = smoothstep(0.7, 0.45, rho);
-        let k = teeth.max(dark) * near;
-        if k <= 0.0 {
-            return c;
-        }
-        let depth = if upper { -band } else { band };
-        let v = self.frame.v;
-        let deeper = img.bilinear(at.src[0] + v[0] * depth, at.src[1] + v[1] * depth);
-        mix(c, deeper, k)
-    }
-
     /// The backward map: where destination pixel `q` takes its lips/skin from, and how much
     /// of it the opening covers. `None` outside the influence.
     #[inline]
@@ -358,175 +327,4 @@ impl MouthRig {
             bot,
         })
     }
-
-    /// Inside the opening: upper teeth hanging from the upper jaw, then the dark cavity, the
-    /// tongue and a hint of lower teeth at the bottom. `l` = the pixel in mouth coordinates
-    /// (unscaled: teeth do not stretch with the lips), `a` = depth below the upper lip edge,
-    /// `g` = opening height, both in pixels.
-    fn interior(&self, f: &MouthFrame, img: &Rgb, l: P, s: f32, a: f32, g: f32) -> [f32; 3] {
-        let w = self.w;
-        let (el, er) = f.open_extent;
-        let e = if s < 0.0 { el } else { er };
-        let sn = (s / e.max(0.05)).clamp(-1.0, 1.0);
-        let side = 1.0 - 0.55 * sn * sn;
-        let from_bottom = g - a;
-        // Cavity, lit a little near the lips.
-        let depth = smoothstep(0.0, 0.5 * g.max(1.0), a.min(from_bottom));
-        let mut c = mul(self.cavity, side * (1.15 - 0.35 * depth));
-        // Tongue: a low mound, higher with `tongue`.
-        let tongue_h = g * (0.18 + 0.32 * f.tongue) * (1.0 - sn * sn);
-        let t_cov = (tongue_h - from_bottom + 0.5).clamp(0.0, 1.0);
-        if t_cov > 0.0 {
-            let shade = 0.75 + 0.25 * smoothstep(0.0, tongue_h.max(1.0), tongue_h - from_bottom);
-            c = mix(c, mul(self.tongue, side * shade), t_cov);
-        }
-        // Lower teeth: only when the mouth is well open, in the lower lip's shadow.
-        let lower_h = f.teeth * (g - 0.6 * w).clamp(0.0, 0.12 * w);
-        let l_cov = (lower_h - from_bottom + 0.5).clamp(0.0, 1.0);
-        if l_cov > 0.0 {
-            c = mix(c, mul(self.teeth, side * 0.6), l_cov);
-        }
-        // Upper teeth; `teeth` < 1 puts them in the lips' shadow (the lips themselves cover
-        // them geometrically: a lowered upper lip edge hides their top).
-        let shadow = 0.7 + 0.3 * smoothstep(0.0, 0.12 * w + 0.8, a);
-        let vis = if self.own_teeth {
-            1.0
-        } else {
-            0.2 + 0.8 * f.teeth
-        };
-        let (tooth, u_cov) = if self.own_teeth {
-            // The portrait's own teeth, fixed to the skull: sample them where they are; above
-            // the portrait's lip edge (lip raised) repeat their top row.
-            // `teeth` < 1: the lips cover all but the top of them (a rounded "oo").
-            let s0 = l[0] / w;
-            let top = self.up_in.at(s0) + 0.6;
-            let bottom = self.lo_in.at(s0) - 0.6;
-            let edge = l[1] - a;
-            let shown = edge + (0.15 + 0.85 * f.teeth) * (bottom - edge);
-            if bottom - top < 0.5 {
-                ([0.0; 3], 0.0)
-            } else {
-                let ys = l[1].clamp(top, bottom - 0.5);
-                let t = img.bilinear_local(&self.frame, [l[0], ys]);
-                (t, (shown - l[1] + 0.5).clamp(0.0, 1.0))
-            }
-        } else {
-            // Synthetic: a band with faint gaps between teeth (incisors ≈ 0.34 W wide).
-            let gaps = [0.0f32, 0.34, 0.6, 0.84]
-                .iter()
-                .map(|&b| {
-                    let d = (s.abs() - b) * w;
-                    (-(d * d) / 0.3).exp()
-                })
-                .sum::<f32>();
-            let band = f.teeth * g.min(0.3 * w);
-            (
-                mul(self.teeth, side * (1.0 - 0.22 * gaps.min(1.0))),
-                (band - a + 0.5).clamp(0.0, 1.0),
-            )
-        };
-        if u_cov > 0.0 {
-            c = mix(c, mix(c, mul(tooth, shadow), vis), u_cov);
-        }
-        // Tongue tip pushed up in front of the teeth (th, l).
-        let tip = f.tongue_tip * g * (1.0 - (sn / 0.45).powi(2)).max(0.0);
-        let tip_cov = (tip - from_bottom + 0.5).clamp(0.0, 1.0) * f32::from(tip > 0.0);
-        if tip_cov > 0.0 {
-            c = mix(c, mul(self.tongue, 1.1), tip_cov);
-        }
-        c
-    }
-}
-
-struct Colours {
-    lip: [f32; 3],
-    teeth: [f32; 3],
-    own_teeth: bool,
-    cavity: [f32; 3],
-    tongue: [f32; 3],
-}
-
-impl Colours {
-    /// Lip colour from the middle of both lips, skin from the cheeks, teeth from the bright
-    /// pixels of the portrait's own opening when it shows teeth (else an off-white matched
-    /// to the skin's brightness).
-    fn measure(img: &Rgb, frame: &Frame, w: f32, lips: &Lips, lm: &[P; 68]) -> Colours {
-        let Lips {
-            up_out,
-            up_in,
-            lo_in,
-            lo_out,
-        } = lips;
-        let at = |s: f32, y: f32| img.bilinear_local(frame, [s * w, y]);
-        let mut lips = Vec::new();
-        for i in 0..=10 {
-            let s = -0.6 + 0.12 * i as f32;
-            lips.push(at(s, 0.5 * (up_in.at(s) + up_out.at(s))));
-            lips.push(at(s, 0.5 * (lo_in.at(s) + lo_out.at(s))));
-        }
-        let lip = median(&mut lips);
-        let mut skin: Vec<[f32; 3]> = [(31, 3), (35, 13), (41, 2), (46, 14)]
-            .iter()
-            .map(|&(a, b)| {
-                let p = mean(&[lm[a], lm[b]]);
-                img.bilinear(p[0], p[1])
-            })
-            .collect();
-        let skin = median(&mut skin);
-        let mut inner = Vec::new();
-        for i in 0..=20 {
-            let s = -0.5 + 0.05 * i as f32;
-            let (u, l) = (up_in.at(s), lo_in.at(s));
-            let mut y = u + 0.75;
-            while y < l - 0.75 {
-                inner.push(at(s, y));
-                y += 0.5;
-            }
-        }
-        inner.sort_by(|a, b| luma(*b).total_cmp(&luma(*a)));
-        let bright: Vec<[f32; 3]> = inner
-            .iter()
-            .take((inner.len() / 3).max(1))
-            .copied()
-            .filter(|c| luma(*c) > 0.9 * luma(skin) && saturation(*c) < 0.35)
-            .collect();
-        let own_teeth = bright.len() >= 6;
-        let teeth = if own_teeth {
-            mean3(&bright)
-        } else {
-            let l = (luma(skin) * 1.1).clamp(120.0, 245.0);
-            [l * 0.98, l * 0.95, l * 0.88]
-        };
-        Colours {
-            lip,
-            teeth,
-            own_teeth,
-            cavity: [lip[0] * 0.3, lip[1] * 0.16, lip[2] * 0.14],
-            tongue: [lip[0] * 0.85, lip[1] * 0.62, lip[2] * 0.62],
-        }
-    }
-}
-
-fn saturation(c: [f32; 3]) -> f32 {
-    let hi = c[0].max(c[1]).max(c[2]);
-    let lo = c[0].min(c[1]).min(c[2]);
-    if hi <= 0.0 { 0.0 } else { (hi - lo) / hi }
-}
-
-fn mean3(cs: &[[f32; 3]]) -> [f32; 3] {
-    let n = cs.len().max(1) as f32;
-    let s = cs
-        .iter()
-        .fold([0.0; 3], |a, c| [a[0] + c[0], a[1] + c[1], a[2] + c[2]]);
-    [s[0] / n, s[1] / n, s[2] / n]
-}
-
-fn median(cs: &mut [[f32; 3]]) -> [f32; 3] {
-    let mut out = [0.0; 3];
-    for (k, o) in out.iter_mut().enumerate() {
-        let mut v: Vec<f32> = cs.iter().map(|c| c[k]).collect();
-        v.sort_by(f32::total_cmp);
-        *o = v.get(v.len() / 2).copied().unwrap_or(0.0);
-    }
-    out
 }
