@@ -65,8 +65,8 @@ impl Colours {
         let teeth = if own_teeth {
             mean3(&bright)
         } else {
-            let l = (luma(skin) * 1.1).clamp(120.0, 245.0);
-            [l * 0.98, l * 0.95, l * 0.88]
+            let l = (luma(skin) * 1.35).clamp(150.0, 250.0);
+            [l, l * 0.95, l * 0.85]
         };
         Colours {
             lip,

@@ -83,14 +83,9 @@ impl MouthRig {
         if l_cov > 0.0 {
             c = mix(c, mul(self.teeth, side * 0.6), l_cov);
         }
-        // Upper teeth; `teeth` < 1 puts them in the lips' shadow (the lips themselves cover
-        // them geometrically: a lowered upper lip edge hides their top).
-        let shadow = 0.7 + 0.3 * smoothstep(0.0, 0.12 * w + 0.8, a);
-        let vis = if self.own_teeth {
-            1.0
-        } else {
-            0.2 + 0.8 * f.teeth
-        };
+        // Upper teeth, in the upper lip's shadow at the top; a lowered upper lip edge hides
+        // their top geometrically, `teeth` < 1 hides their lower part.
+        let shadow = 0.78 + 0.22 * smoothstep(0.0, 0.08 * w + 0.6, a);
         let (tooth, u_cov) = if self.own_teeth {
             // The portrait's own teeth, fixed to the skull: sample them where they are; above
             // the portrait's lip edge (lip raised) repeat their top row.
@@ -108,22 +103,25 @@ impl MouthRig {
                 (t, (shown - l[1] + 0.5).clamp(0.0, 1.0))
             }
         } else {
-            // Synthetic: a band with faint gaps between teeth (incisors ≈ 0.34 W wide).
-            let gaps = [0.0f32, 0.34, 0.6, 0.84]
+            // Synthetic: a band whose edge curves up towards the corners (the smile line),
+            // with a faint gap between the central incisors (each ≈ 0.34 W wide) and
+            // fainter ones beside them.
+            let gaps = [(0.0f32, 0.12f32), (0.34, 0.07), (0.6, 0.05)]
                 .iter()
-                .map(|&b| {
+                .map(|&(b, k)| {
                     let d = (s.abs() - b) * w;
-                    (-(d * d) / 0.3).exp()
+                    k * (-(d * d) / 0.2).exp()
                 })
                 .sum::<f32>();
-            let band = f.teeth * g.min(0.3 * w);
+            let band = f.teeth * g.min(0.3 * w * (1.0 - 0.3 * sn * sn));
+            // Teeth catch more light than the cavity: a gentler fall-off to the corners.
             (
-                mul(self.teeth, side * (1.0 - 0.22 * gaps.min(1.0))),
+                mul(self.teeth, (1.0 - 0.35 * sn * sn) * (1.0 - gaps)),
                 (band - a + 0.5).clamp(0.0, 1.0),
             )
         };
         if u_cov > 0.0 {
-            c = mix(c, mix(c, mul(tooth, shadow), vis), u_cov);
+            c = mix(c, mul(tooth, shadow), u_cov);
         }
         // Tongue tip pushed up in front of the teeth (th, l).
         let tip = f.tongue_tip * g * (1.0 - (sn / 0.45).powi(2)).max(0.0);
