@@ -646,3 +646,35 @@ fn framing_crops_head_and_shoulders_and_moves_landmarks() {
         Err(RenderError::BadLandmark { index: 30, .. })
     ));
 }
+
+#[test]
+fn a_closed_mouth_portrait_opens_with_synthetic_teeth_and_cavity() {
+    // Make a closed-mouth portrait: our rest frame, with the inner lip landmarks on its seam.
+    let img = portrait();
+    let lm = landmarks();
+    let rig = FaceRig::new(&img, &lm).expect("rig");
+    let w = img.width();
+    let closed = image::RgbImage::from_raw(w, img.height(), render(&rig, &mouth(MouthPose::REST)))
+        .expect("frame");
+    let mut closed_lm = lm;
+    for (a, b) in [(61, 67), (62, 66), (63, 65)] {
+        let seam = lm[a][1] + 0.35 * (lm[b][1] - lm[a][1]);
+        closed_lm[a][1] = seam;
+        closed_lm[b][1] = seam;
+    }
+    let rig = FaceRig::new(&closed, &closed_lm).expect("rig");
+    let open = render(&rig, &mouth(Viseme::Aa.pose()));
+    let column: Vec<[f32; 3]> = (138..162).map(|y| px(&open, w as usize, 223, y)).collect();
+    let before: Vec<f32> = (138..162)
+        .map(|y| luma(px(closed.as_raw(), w as usize, 223, y)))
+        .collect();
+    let dark_y = column
+        .iter()
+        .position(|&c| luma(c) < 60.0)
+        .expect("no dark cavity");
+    // New bright pixels (teeth, not the lips' own highlights) right above the cavity.
+    let new_teeth = (0..dark_y)
+        .filter(|&i| luma(column[i]) > 215.0 && before[i] <= 215.0)
+        .count();
+    assert!(new_teeth >= 2, "no synthetic teeth above the cavity");
+}
