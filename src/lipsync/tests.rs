@@ -477,3 +477,23 @@ fn real_piper_timings_keep_every_rule() {
         }
     }
 }
+
+/// Found by the fuzzer: phone times of ~10⁸ s (huge sample indices at a tiny rate) lose the
+/// sub-ns precision the minimum-length pass relied on, and it never finished.
+#[test]
+fn huge_sample_indices_finish() {
+    let p = |ipa: &str, start, end| Phone {
+        ipa: ipa.into(),
+        start,
+        end,
+    };
+    // The fuzzer's input: one 56-million-second phone, then empty unknown symbols.
+    let mut phones = vec![p("ʈ", 1_090_465_498, 4_294_967_293)];
+    phones.extend((0..7).map(|_| p("\u{FFFD}", 4_294_967_295, 4_294_967_295)));
+    let track = plan(&phones, 57);
+    let keys = track.keys();
+    assert!(!keys.is_empty());
+    for w in keys.windows(2) {
+        assert_eq!(w[0].end, w[1].start);
+    }
+}

@@ -192,13 +192,18 @@ fn merge_equal(drafts: &mut Vec<Draft>) {
 /// neighbours' spare time; if that is not enough it is merged into its most similar neighbour,
 /// except m/b/p and f/v, which take the time from a neighbour instead.
 fn enforce_min(drafts: &mut Vec<Draft>) {
-    const EPS: f64 = 1e-9;
-    loop {
+    // Tolerance relative to the time scale (hours-long inputs lose sub-ns precision), and a
+    // round limit as a backstop: every round merges a key or lengthens a short one, so
+    // real inputs finish in far fewer rounds.
+    let end = drafts.last().map_or(0.0, |d| d.end.abs());
+    let eps = (end * 1e-12).max(1e-9);
+    let rounds = 8 * drafts.len() + 16;
+    for _ in 0..rounds {
         if drafts.len() < 2 {
             return;
         }
         let Some(i) = (0..drafts.len())
-            .filter(|&i| drafts[i].dur() < MIN_SHAPE - EPS)
+            .filter(|&i| drafts[i].dur() < MIN_SHAPE - eps)
             .min_by(|&a, &b| drafts[a].dur().total_cmp(&drafts[b].dur()))
         else {
             return;
@@ -227,7 +232,7 @@ fn enforce_min(drafts: &mut Vec<Draft>) {
             drafts[i].start -= need;
             continue;
         }
-        if spare(prev) + spare(next) >= need - EPS {
+        if spare(prev) + spare(next) >= need - eps {
             // Closures borrow from before (so they still end at the release); others from the
             // roomier side first.
             let prev_first = protected || spare(prev) >= spare(next);
@@ -268,7 +273,7 @@ fn enforce_min(drafts: &mut Vec<Draft>) {
                 drafts[j].start += take;
                 drafts[i].end += take;
             }
-            if drafts[j].dur() <= EPS {
+            if drafts[j].dur() <= eps {
                 drafts.remove(j);
             }
             continue;
