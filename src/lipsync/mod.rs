@@ -36,13 +36,16 @@
 //! - Anticipation: after a tongue consonant, h or a pause the vowel's shape starts up to 50 ms
 //!   (120 ms after a pause) before its sound; tongue consonants also blend towards the next
 //!   vowel (lip rounding in "soon" starts on the s).
-//! - m/b/p: a fully closed key (`open == 0`) held from the closure to the release, at least
-//!   70 ms, borrowing time from before it so the lips still open on the release.
-//! - f/v: a held key with `lower_lip_tuck == 1` and the upper teeth showing.
+//! - m/b/p: a fully closed key (`open == 0`) held from the closure to the release (the start
+//!   of the next sound), at least 70 ms so a 25 fps frame always lands on it; the lips start
+//!   closing up to 30 ms before the sound, a short closure borrows time from before it, and a
+//!   tween into or out of it takes at most 30 % of its time from the closure itself.
+//! - f/v: a held key with `lower_lip_tuck == 1` and the upper teeth showing (same lead).
 //! - No held shape shorter than 70 ms (shorter ones borrow spare time or merge into the most
 //!   similar neighbour); tweens of 25–80 ms between visibly different shapes, carved from spare.
-//! - Pauses: < 120 ms hold the shape, ≤ 350 ms relax it halfway, longer go to rest (`Sil`).
-//!   After the last key the mouth eases to rest over 250 ms.
+//! - Pauses: < 120 ms hold the shape, ≤ 350 ms relax it halfway, longer go to rest (`Sil`);
+//!   the utterance's leading and trailing pauses are rest. After the last key the mouth eases
+//!   to rest over 250 ms (so consecutive utterances can simply be played back to back).
 
 mod ipa;
 mod pose;

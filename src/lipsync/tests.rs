@@ -401,3 +401,99 @@ fn stressed_vowels_keep_their_opening_at_normal_and_brisk_rates() {
         }
     }
 }
+
+/// Real Piper timings (see the fixture's note).
+fn piper_fixture() -> Vec<(String, u32, Vec<Phone>)> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/lipsync/piper-joe-phones.json"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("json");
+    v["utterances"]
+        .as_array()
+        .expect("utterances")
+        .iter()
+        .map(|u| {
+            let phones = u["phones"]
+                .as_array()
+                .expect("phones")
+                .iter()
+                .map(|p| Phone {
+                    ipa: p[0].as_str().expect("ipa").to_string(),
+                    start: p[1].as_u64().expect("start"),
+                    end: p[2].as_u64().expect("end"),
+                })
+                .collect();
+            let rate = u["sample_rate"].as_u64().expect("rate") as u32;
+            (u["text"].as_str().expect("text").to_string(), rate, phones)
+        })
+        .collect()
+}
+
+#[test]
+fn real_piper_timings_keep_every_rule() {
+    for (text, rate, phones) in piper_fixture() {
+        let track = plan(&phones, rate);
+        let secs = |s: u64| s as f64 / f64::from(rate);
+        check_invariants(&track, secs(phones.last().expect("phones").end));
+        for (i, p) in phones.iter().enumerate() {
+            let (start, end) = (secs(p.start), secs(p.end));
+            let overlapping =
+                |k: &&VisemeKey| k.kind == KeyKind::Shape && k.start < end && k.end > start;
+            match p.ipa.as_str() {
+                "m" | "b" | "p" => {
+                    // Sealed before the release: the start of the next sound that is not
+                    // another m/b/p or a word space.
+                    let release = phones[i..]
+                        .iter()
+                        .find(|q| !" mbp".contains(&q.ipa))
+                        .map_or(end, |q| secs(q.start));
+                    let k = track
+                        .keys()
+                        .iter()
+                        .find(|k| overlapping(k) && k.pose.open == 0.0)
+                        .unwrap_or_else(|| panic!("{text}: no closure for {} at {start}", p.ipa));
+                    // (A closure at the very start cannot borrow before 0 s and may end a
+                    // few ms late.)
+                    assert!(
+                        k.end <= release + 0.005 && k.end >= release - TWEEN_MAX,
+                        "{text}: {k:?} vs release {release}"
+                    );
+                }
+                "f" | "v" => {
+                    assert!(
+                        track
+                            .keys()
+                            .iter()
+                            .filter(overlapping)
+                            .any(|k| k.pose.lower_lip_tuck == 1.0),
+                        "{text}: no lip tuck for {} at {start}",
+                        p.ipa
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Found by the fuzzer: phone times of ~10⁸ s (huge sample indices at a tiny rate) lose the
+/// sub-ns precision the minimum-length pass relied on, and it never finished.
+#[test]
+fn huge_sample_indices_finish() {
+    let p = |ipa: &str, start, end| Phone {
+        ipa: ipa.into(),
+        start,
+        end,
+    };
+    // The fuzzer's input: one 56-million-second phone, then empty unknown symbols.
+    let mut phones = vec![p("ʈ", 1_090_465_498, 4_294_967_293)];
+    phones.extend((0..7).map(|_| p("\u{FFFD}", 4_294_967_295, 4_294_967_295)));
+    let track = plan(&phones, 57);
+    let keys = track.keys();
+    assert!(!keys.is_empty());
+    for w in keys.windows(2) {
+        assert_eq!(w[0].end, w[1].start);
+    }
+}

@@ -192,13 +192,18 @@ fn merge_equal(drafts: &mut Vec<Draft>) {
 /// neighbours' spare time; if that is not enough it is merged into its most similar neighbour,
 /// except m/b/p and f/v, which take the time from a neighbour instead.
 fn enforce_min(drafts: &mut Vec<Draft>) {
-    const EPS: f64 = 1e-9;
-    loop {
+    // Tolerance relative to the time scale (hours-long inputs lose sub-ns precision), and a
+    // round limit as a backstop: every round merges a key or lengthens a short one, so
+    // real inputs finish in far fewer rounds.
+    let end = drafts.last().map_or(0.0, |d| d.end.abs());
+    let eps = (end * 1e-12).max(1e-9);
+    let rounds = 8 * drafts.len() + 16;
+    for _ in 0..rounds {
         if drafts.len() < 2 {
             return;
         }
         let Some(i) = (0..drafts.len())
-            .filter(|&i| drafts[i].dur() < MIN_SHAPE - EPS)
+            .filter(|&i| drafts[i].dur() < MIN_SHAPE - eps)
             .min_by(|&a, &b| drafts[a].dur().total_cmp(&drafts[b].dur()))
         else {
             return;
@@ -217,7 +222,17 @@ fn enforce_min(drafts: &mut Vec<Draft>) {
             })
         };
         let protected = drafts[i].protected();
-        if spare(prev) + spare(next) >= need - EPS {
+        // A closure takes its time from before it whenever the key before can give it (even
+        // below the minimum: that key is then merged or refilled in a later round), so the
+        // lips still part exactly on the release.
+        if let Some(p) = prev.filter(|&p| protected && !drafts[p].protected())
+            && drafts[p].dur() > need + 0.02
+        {
+            drafts[p].end -= need;
+            drafts[i].start -= need;
+            continue;
+        }
+        if spare(prev) + spare(next) >= need - eps {
             // Closures borrow from before (so they still end at the release); others from the
             // roomier side first.
             let prev_first = protected || spare(prev) >= spare(next);
@@ -258,7 +273,7 @@ fn enforce_min(drafts: &mut Vec<Draft>) {
                 drafts[j].start += take;
                 drafts[i].end += take;
             }
-            if drafts[j].dur() <= EPS {
+            if drafts[j].dur() <= eps {
                 drafts.remove(j);
             }
             continue;

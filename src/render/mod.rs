@@ -9,8 +9,9 @@
 //! - One backward warp per pixel, bilinear sampling of the portrait (never of a warped
 //!   frame), so nothing is resampled twice and the mouth stays as sharp as the portrait.
 //! - All displacements fade to exactly zero with smoothstep falloffs: no box, no seam; pixels
-//!   outside the regions, and always the outer [`border`](FaceRig::border) of the frame, are
-//!   bit-identical to the portrait.
+//!   outside the regions are bit-identical to the portrait. Head motion never reaches the
+//!   outer [`border`](FaceRig::border) of the frame; the mouth and eye regions are local to
+//!   the face (they reach the border only if the face itself touches it).
 //! - The mouth is synthesised from the pose, not from the portrait's expression: a smiling,
 //!   open mouth closes fully (lips drawn together, lip texture, a thin seam).
 //!
@@ -95,6 +96,9 @@ pub(crate) fn validate(img: &image::RgbImage, lm: &[[f32; 2]; 68]) -> Result<(),
     let iod_px = len(eye_line);
     if mouth_px < 8.0 || iod_px < 10.0 {
         return Err(RenderError::FaceTooSmall { mouth_px, iod_px });
+    }
+    if eye_line[0] <= eye_line[1].abs() {
+        return Err(RenderError::NotAFace("eye line tilted more than 45°"));
     }
     let mouth_dir = sub(lm[54], lm[48]);
     if geometry::dot(mouth_dir, eye_line) < 0.7 * mouth_px * iod_px {
@@ -188,7 +192,8 @@ impl FaceRig {
         self.base.height as u32
     }
 
-    /// Width in pixels of the frame border that never changes (12 % of the shorter side).
+    /// Width in pixels of the frame border that head motion never touches (12 % of the
+    /// shorter side, at least 8 px).
     pub fn border(&self) -> u32 {
         head::border_margin(self.base.width, self.base.height) as u32
     }

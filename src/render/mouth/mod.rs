@@ -1,5 +1,4 @@
-//! The mouth model: lip curves from the 20 lip landmarks, a backward warp per pose, and the
-//! synthesised mouth interior (dark cavity, teeth, tongue).
+//! The mouth model: lip curves from the 20 lip landmarks and a backward warp per pose.
 //!
 //! Input: the portrait and landmarks 48..67 (+ nose base 33 and chin 8 for the fade limits).
 //! Output: for a destination pixel and a [`MouthPose`], the colour to draw there, or `None`
@@ -7,16 +6,24 @@
 //! Invariants:
 //! - All geometry lives in a mouth frame (origin between the outer corners, `u` along the
 //!   mouth, unit W = half the mouth width), so any face size and tilt behaves alike.
-//! - Every displacement fades smoothly (smoothstep) to exactly 0 at the influence limits: the
-//!   nose base above, the cheeks at the sides, below the chin underneath. No box, no seam.
-//! - The lips always map to lips: the destination inner lip edge samples the source lip
-//!   slightly inside its inner edge (`inset`), so a closed mouth is lip-coloured even when the
-//!   portrait shows teeth; the opening between the destination edges is synthesised.
-//! - Displacements are clamped against their fade lengths so the map never folds.
+//! - The pose sets new inner lip edges; above them the upper lip moves (fading out at the
+//!   nose base), below them the lower lip moves with its own profile and the jaw/chin drops
+//!   as a body (fading out below the chin and towards the jaw's sides); the width scales
+//!   around the mouth, fading out over the cheeks. All fades are smoothsteps reaching exactly
+//!   0, so there is no box and no seam.
+//! - The lips always map to lips: the new inner edges sample the portrait's lips slightly
+//!   inside their edges, whose opening is taken from outer corner to outer corner, so a
+//!   closed mouth is lip-coloured even when the portrait smiles with teeth; what lies between
+//!   the new edges is drawn by `interior.rs`.
+//! - Shifts are clamped against their fade lengths so the map never folds (tested).
+
+mod colours;
+mod interior;
 
 use super::geometry::{Curve, Frame, P, mean, smoothstep};
-use super::sample::{Rgb, luma, mix, mul};
+use super::sample::{Rgb, mix};
 use crate::lipsync::MouthPose;
+use colours::Colours;
 
 /// Samples per lip curve over `s` ∈ [-S_MAX, S_MAX].
 const LUT: usize = 257;
@@ -50,6 +57,7 @@ pub(crate) struct MouthRig {
     nose: f32,
     centre: f32,
     chin: f32,
+    lip: [f32; 3],
     teeth: [f32; 3],
     /// The portrait shows its upper teeth: the opening reuses them where they are.
     own_teeth: bool,
@@ -59,6 +67,20 @@ pub(crate) struct MouthRig {
     reach: f32,
     top: f32,
     bottom: f32,
+}
+
+/// Where one destination pixel comes from (see [`MouthRig::locate`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    /// Source point for the lips/skin, image coordinates.
+    pub src: P,
+    /// 0..1 coverage of the pixel by the mouth opening.
+    pub cover: f32,
+    /// The pixel in mouth coordinates, its lip abscissa and the opening's edges there.
+    pub local: P,
+    pub s: f32,
+    pub top: f32,
+    pub bot: f32,
 }
 
 /// Everything about one pose that does not depend on the pixel.
@@ -72,6 +94,8 @@ pub(crate) struct MouthFrame {
     jaw: f32,
     teeth: f32,
     tongue: f32,
+    /// Height of the tongue tip in front of the teeth, as a fraction of the opening.
+    tongue_tip: f32,
     open_extent: (f32, f32),
 }
 
@@ -91,8 +115,11 @@ impl MouthRig {
         };
         let up_out = curve(&[48, 49, 50, 51, 52, 53, 54]);
         let lo_out = curve(&[48, 59, 58, 57, 56, 55, 54]);
-        let up_in_raw = curve(&[48, 60, 61, 62, 63, 64, 54]);
-        let lo_in_raw = curve(&[48, 60, 67, 66, 65, 64, 54]);
+        // The portrait's opening runs from outer corner to outer corner: the inner corners
+        // (60, 64) sit a pixel or two inside the dark mouth corners, which would otherwise
+        // count as lip and survive a closed mouth.
+        let up_in_raw = curve(&[48, 61, 62, 63, 54]);
+        let lo_in_raw = curve(&[48, 67, 66, 65, 54]);
         // Noisy landmarks may cross: a crossed pair means closed lips at their average.
         let up_in = up_in_raw.map(|s, u| u.min(lo_in_raw.at(s)).max(up_out.at(s)));
         let lo_in = lo_in_raw.map(|s, l| {
@@ -136,6 +163,7 @@ impl MouthRig {
             nose,
             centre,
             chin,
+            lip: colours.lip,
             teeth: colours.teeth,
             own_teeth: colours.own_teeth,
             cavity: colours.cavity,
@@ -168,10 +196,12 @@ impl MouthRig {
     pub fn frame(&self, pose: &MouthPose) -> MouthFrame {
         let p = pose.clamped();
         let w = self.w;
-        let k = 1.0 + 0.12 * p.width.max(0.0) + 0.3 * p.width.min(0.0);
+        let k = 1.0 + 0.12 * p.width.max(0.0) + 0.25 * p.width.min(0.0);
         let round_in = 1.0 - 0.3 * p.round;
         let (el, er) = (-self.s_left * round_in, self.s_right * round_in);
-        let expo = 0.65 - 0.25 * p.round;
+        // Opening profile 1 - |t|^n: a lens, fuller when rounded, with a finite slope at the
+        // corners (a (1 - t²)^p cusp would shear the lips there hard enough to fold).
+        let expo = 2.5 + 0.5 * p.round;
         let gmax = 0.6 * w;
         let gap = |s: f32| {
             let e = if s < 0.0 { el } else { er };
@@ -179,7 +209,7 @@ impl MouthRig {
             if t >= 1.0 {
                 0.0
             } else {
-                p.open * gmax * (1.0 - t * t).powf(expo)
+                p.open * gmax * (1.0 - t.powf(expo))
             }
         };
         let raise = |s: f32| {
@@ -202,7 +232,7 @@ impl MouthRig {
             shift.clamp(-0.55 * fade_below, 0.55 * fade_below)
         });
         let jaw = (0.9 * (ld.at(0.0) - self.lo_in.at(0.0))).clamp(-0.4 * w, 0.5 * w);
-        let tuck = self.lo_thick.map(|_, t| p.lower_lip_tuck * 0.45 * t);
+        let tuck = self.lo_thick.map(|_, t| p.lower_lip_tuck * 0.55 * t);
         MouthFrame {
             k,
             ud,
@@ -213,6 +243,7 @@ impl MouthRig {
             jaw,
             teeth: p.teeth,
             tongue: p.tongue,
+            tongue_tip: 0.6 * smoothstep(0.5, 1.0, p.tongue),
             open_extent: (el, er),
         }
     }
@@ -220,6 +251,23 @@ impl MouthRig {
     /// The colour at destination pixel `q` for pose frame `f`, or `None` outside the influence.
     #[inline]
     pub fn shade(&self, f: &MouthFrame, img: &Rgb, q: P) -> Option<[f32; 3]> {
+        let at = self.locate(f, q)?;
+        let [_, y] = at.local;
+        if at.cover >= 1.0 {
+            return Some(self.interior(f, img, at.local, at.s, y - at.top, at.bot - at.top));
+        }
+        let lip = self.clean_lip(&at, img, img.bilinear(at.src[0], at.src[1]));
+        if at.cover <= 0.0 {
+            return Some(lip);
+        }
+        let hole = self.interior(f, img, at.local, at.s, y - at.top, at.bot - at.top);
+        Some(mix(lip, hole, at.cover))
+    }
+
+    /// The backward map: where destination pixel `q` takes its lips/skin from, and how much
+    /// of it the opening covers. `None` outside the influence.
+    #[inline]
+    pub fn locate(&self, f: &MouthFrame, q: P) -> Option<Located> {
         let [x, y] = self.frame.to_local(q);
         if x.abs() > self.reach || y < self.top || y > self.bottom {
             return None;
@@ -235,13 +283,17 @@ impl MouthRig {
         };
         let rx = x / w;
         let r = (rx * rx + ry * ry).sqrt();
-        let h = 1.0 - smoothstep(1.0, 2.1, r);
+        let h = 1.0 - smoothstep(1.1, 1.9, r);
         let xs = x / (1.0 + (f.k - 1.0) * h);
         let s = xs / w;
         let ud = f.ud.at(s);
         let ld = f.ld.at(s);
-        let upper = |y: f32| y - f.du.at(s) * smoothstep(self.nose, ud, y);
-        let lower = |y: f32| {
+        // Above the lip line the upper lip moves, fading out at the nose base; below it the
+        // lower lip moves with its own profile near the lip, with the jaw further down, fading
+        // out below the chin and towards the jaw's sides.
+        let ys = if y <= 0.5 * (ud + ld) {
+            y - f.du.at(s) * smoothstep(self.nose, ud, y)
+        } else {
             let beta = smoothstep(ld, ld + 0.8 * w, y);
             let lat = 1.0 - smoothstep(0.9 * w, 2.0 * w, xs.abs());
             let gamma = 1.0 - smoothstep(self.chin - 0.2 * w, self.chin + w, y);
@@ -249,7 +301,6 @@ impl MouthRig {
             let thick = self.lo_thick.at(s).max(0.5);
             y - shift + f.tuck.at(s) * smoothstep(ld, ld + thick, y) * gamma
         };
-        let src = |ys: f32| img.bilinear_local(&self.frame, [xs, ys]);
         // The opening between the new edges; closed lips keep a thin dark seam (a minimum
         // opening that fades out at the corners) instead of a hard line.
         let inside = s > self.s_left && s < self.s_right;
@@ -262,176 +313,18 @@ impl MouthRig {
             (ud, ld)
         };
         // Box-filter coverage of the pixel row by the opening.
-        let cover = ((y + 0.5).min(bot) - (y - 0.5).max(top)).max(0.0);
-        let pick = |y: f32| {
-            if y <= 0.5 * (ud + ld) {
-                upper(y)
-            } else {
-                lower(y)
-            }
-        };
-        if cover <= 0.0 || !inside {
-            return Some(src(pick(y)));
-        }
-        let hole = self.interior(f, img, [x, y], s, y - top, bot - top);
-        if cover >= 1.0 {
-            return Some(hole);
-        }
-        Some(mix(src(pick(y)), hole, cover))
-    }
-
-    /// Inside the opening: upper teeth hanging from the upper jaw, then the dark cavity, the
-    /// tongue and a hint of lower teeth at the bottom. `l` = the pixel in mouth coordinates
-    /// (unscaled: teeth do not stretch with the lips), `a` = depth below the upper lip edge,
-    /// `g` = opening height, both in pixels.
-    fn interior(&self, f: &MouthFrame, img: &Rgb, l: P, s: f32, a: f32, g: f32) -> [f32; 3] {
-        let w = self.w;
-        let (el, er) = f.open_extent;
-        let e = if s < 0.0 { el } else { er };
-        let sn = (s / e.max(0.05)).clamp(-1.0, 1.0);
-        let side = 1.0 - 0.55 * sn * sn;
-        let from_bottom = g - a;
-        // Cavity, lit a little near the lips.
-        let depth = smoothstep(0.0, 0.5 * g.max(1.0), a.min(from_bottom));
-        let mut c = mul(self.cavity, side * (1.15 - 0.35 * depth));
-        // Tongue: a low mound, higher with `tongue`.
-        let tongue_h = g * (0.18 + 0.32 * f.tongue) * (1.0 - sn * sn);
-        let t_cov = (tongue_h - from_bottom + 0.5).clamp(0.0, 1.0);
-        if t_cov > 0.0 {
-            let shade = 0.75 + 0.25 * smoothstep(0.0, tongue_h.max(1.0), tongue_h - from_bottom);
-            c = mix(c, mul(self.tongue, side * shade), t_cov);
-        }
-        // Lower teeth: only when the mouth is well open, in the lower lip's shadow.
-        let lower_h = f.teeth * (g - 0.6 * w).clamp(0.0, 0.12 * w);
-        let l_cov = (lower_h - from_bottom + 0.5).clamp(0.0, 1.0);
-        if l_cov > 0.0 {
-            c = mix(c, mul(self.teeth, side * 0.6), l_cov);
-        }
-        // Upper teeth; `teeth` < 1 puts them in the lips' shadow.
-        let shadow = 0.7 + 0.3 * smoothstep(0.0, 0.12 * w + 0.8, a);
-        let vis = 0.2 + 0.8 * f.teeth;
-        let (tooth, u_cov) = if self.own_teeth {
-            // The portrait's own teeth, fixed to the skull: sample them where they are; above
-            // the portrait's lip edge (lip raised) repeat their top row.
-            let s0 = l[0] / w;
-            let top = self.up_in.at(s0) + 0.6;
-            let bottom = self.lo_in.at(s0) - 0.6;
-            if bottom - top < 0.5 {
-                ([0.0; 3], 0.0)
-            } else {
-                let ys = l[1].clamp(top, bottom - 0.5);
-                let t = img.bilinear_local(&self.frame, [l[0], ys]);
-                (t, (bottom - l[1] + 0.5).clamp(0.0, 1.0))
-            }
+        let cover = if inside {
+            ((y + 0.5).min(bot) - (y - 0.5).max(top)).clamp(0.0, 1.0)
         } else {
-            // Synthetic: a band with faint gaps between teeth (incisors ≈ 0.34 W wide).
-            let gaps = [0.0f32, 0.34, 0.6, 0.84]
-                .iter()
-                .map(|&b| {
-                    let d = (s.abs() - b) * w;
-                    (-(d * d) / 0.3).exp()
-                })
-                .sum::<f32>();
-            let band = f.teeth * g.min(0.3 * w);
-            (
-                mul(self.teeth, side * (1.0 - 0.22 * gaps.min(1.0))),
-                (band - a + 0.5).clamp(0.0, 1.0),
-            )
+            0.0
         };
-        if u_cov > 0.0 {
-            c = mix(c, mix(c, mul(tooth, shadow), vis), u_cov);
-        }
-        c
+        Some(Located {
+            src: self.frame.to_image([xs, ys]),
+            cover,
+            local: [x, y],
+            s,
+            top,
+            bot,
+        })
     }
-}
-
-struct Colours {
-    teeth: [f32; 3],
-    own_teeth: bool,
-    cavity: [f32; 3],
-    tongue: [f32; 3],
-}
-
-impl Colours {
-    /// Lip colour from the middle of both lips, skin from the cheeks, teeth from the bright
-    /// pixels of the portrait's own opening when it shows teeth (else an off-white matched
-    /// to the skin's brightness).
-    fn measure(img: &Rgb, frame: &Frame, w: f32, lips: &Lips, lm: &[P; 68]) -> Colours {
-        let Lips {
-            up_out,
-            up_in,
-            lo_in,
-            lo_out,
-        } = lips;
-        let at = |s: f32, y: f32| img.bilinear_local(frame, [s * w, y]);
-        let mut lips = Vec::new();
-        for i in 0..=10 {
-            let s = -0.6 + 0.12 * i as f32;
-            lips.push(at(s, 0.5 * (up_in.at(s) + up_out.at(s))));
-            lips.push(at(s, 0.5 * (lo_in.at(s) + lo_out.at(s))));
-        }
-        let lip = median(&mut lips);
-        let mut skin: Vec<[f32; 3]> = [(31, 3), (35, 13), (41, 2), (46, 14)]
-            .iter()
-            .map(|&(a, b)| {
-                let p = mean(&[lm[a], lm[b]]);
-                img.bilinear(p[0], p[1])
-            })
-            .collect();
-        let skin = median(&mut skin);
-        let mut inner = Vec::new();
-        for i in 0..=20 {
-            let s = -0.5 + 0.05 * i as f32;
-            let (u, l) = (up_in.at(s), lo_in.at(s));
-            let mut y = u + 0.75;
-            while y < l - 0.75 {
-                inner.push(at(s, y));
-                y += 0.5;
-            }
-        }
-        inner.sort_by(|a, b| luma(*b).total_cmp(&luma(*a)));
-        let bright: Vec<[f32; 3]> = inner
-            .iter()
-            .take((inner.len() / 3).max(1))
-            .copied()
-            .filter(|c| luma(*c) > 0.9 * luma(skin) && saturation(*c) < 0.35)
-            .collect();
-        let own_teeth = bright.len() >= 6;
-        let teeth = if own_teeth {
-            mean3(&bright)
-        } else {
-            let l = (luma(skin) * 1.1).clamp(120.0, 245.0);
-            [l * 0.98, l * 0.95, l * 0.88]
-        };
-        Colours {
-            teeth,
-            own_teeth,
-            cavity: [lip[0] * 0.3, lip[1] * 0.16, lip[2] * 0.14],
-            tongue: [lip[0] * 0.82, lip[1] * 0.55, lip[2] * 0.55],
-        }
-    }
-}
-
-fn saturation(c: [f32; 3]) -> f32 {
-    let hi = c[0].max(c[1]).max(c[2]);
-    let lo = c[0].min(c[1]).min(c[2]);
-    if hi <= 0.0 { 0.0 } else { (hi - lo) / hi }
-}
-
-fn mean3(cs: &[[f32; 3]]) -> [f32; 3] {
-    let n = cs.len().max(1) as f32;
-    let s = cs
-        .iter()
-        .fold([0.0; 3], |a, c| [a[0] + c[0], a[1] + c[1], a[2] + c[2]]);
-    [s[0] / n, s[1] / n, s[2] / n]
-}
-
-fn median(cs: &mut [[f32; 3]]) -> [f32; 3] {
-    let mut out = [0.0; 3];
-    for (k, o) in out.iter_mut().enumerate() {
-        let mut v: Vec<f32> = cs.iter().map(|c| c[k]).collect();
-        v.sort_by(f32::total_cmp);
-        *o = v.get(v.len() / 2).copied().unwrap_or(0.0);
-    }
-    out
 }
