@@ -127,10 +127,9 @@ fn bench_look(opts: &RenderOptions) -> Result<(Look, crate::cache::Key)> {
     let models = crate::face::FaceModels::load(&opts.assets.face_dir())?;
     let face = models.analyse(&portrait)?.face;
     let script = Script::load(&opts.script)?;
-    let size = opts
-        .size
-        .or(script.size)
-        .unwrap_or_else(|| crate::look::default_size(portrait.image.width(), portrait.image.height()));
+    let size = opts.size.or(script.size).unwrap_or_else(|| {
+        crate::look::default_size(portrait.image.width(), portrait.image.height())
+    });
     let video = crate::media::VideoSettings {
         width: size.0,
         height: size.1,
@@ -139,7 +138,12 @@ fn bench_look(opts: &RenderOptions) -> Result<(Look, crate::cache::Key)> {
         preset: opts.preset.clone(),
         threads: 1,
     };
-    let look_opts = crate::look::LookOptions { framing: opts.framing, size, still: opts.still, seed: opts.seed };
+    let look_opts = crate::look::LookOptions {
+        framing: opts.framing,
+        size,
+        still: opts.still,
+        seed: opts.seed,
+    };
     crate::look::prepare(&portrait.image, &face.landmarks, &look_opts, video)
 }
 
@@ -150,7 +154,11 @@ fn pose(i: usize) -> FramePose {
     FramePose {
         mouth: v.pose(),
         blink: if i % 90 < 5 { 1.0 } else { 0.0 },
-        head: HeadPose { dx: 0.02 * phase.sin(), dy: 0.01 * phase.cos(), roll: 0.01 * (phase * 0.5).sin() },
+        head: HeadPose {
+            dx: 0.02 * phase.sin(),
+            dy: 0.01 * phase.cos(),
+            roll: 0.01 * (phase * 0.5).sin(),
+        },
     }
 }
 
@@ -176,8 +184,12 @@ fn encode_only(look: &Look, frames: u64, chunks: usize, dir: &Path) -> Result<f6
         })
         .collect();
     let chunks = chunks.max(1) as u64;
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(chunks as usize);
-    let per_chunk: Vec<u64> = (0..chunks).map(|c| frames / chunks + u64::from(c < frames % chunks)).collect();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(chunks as usize);
+    let per_chunk: Vec<u64> = (0..chunks)
+        .map(|c| frames / chunks + u64::from(c < frames % chunks))
+        .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let t = Instant::now();
     let results: Vec<Result<()>> = std::thread::scope(|s| {
@@ -186,10 +198,15 @@ fn encode_only(look: &Look, frames: u64, chunks: usize, dir: &Path) -> Result<f6
                 s.spawn(|| -> Result<()> {
                     loop {
                         let c = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&n) = per_chunk.get(c) else { return Ok(()) };
+                        let Some(&n) = per_chunk.get(c) else {
+                            return Ok(());
+                        };
                         let path = dir.join(format!("encode-only-{c}.mkv"));
                         let mut w = ChunkWriter::create(&path, &look.video, 22050)?;
-                        w.write_audio(&vec![0.0; (n * 22050 / u64::from(look.video.fps)) as usize])?;
+                        w.write_audio(&vec![
+                            0.0;
+                            (n * 22050 / u64::from(look.video.fps)) as usize
+                        ])?;
                         for k in 0..n as usize {
                             w.write_frame(&set[k % ENCODE_SET])?;
                         }
@@ -199,7 +216,13 @@ fn encode_only(look: &Look, frames: u64, chunks: usize, dir: &Path) -> Result<f6
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::ThreadLost("encoder".into())))).collect()
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::ThreadLost("encoder".into())))
+            })
+            .collect()
     });
     results.into_iter().collect::<Result<Vec<()>>>()?;
     Ok(t.elapsed().as_secs_f64())
@@ -222,10 +245,20 @@ fn tts_comparison(opts: &BenchOptions) -> Result<Value> {
     let mut bucketed = SpeechEngine::new(speech_opts(BatchLimits::default()))?;
     let phonemizer = Phonemizer::global()?;
     let t = Instant::now();
-    let plan = Plan::build(&script, single.config(), single.identity(), &phonemizer, &Clock::default())?;
+    let plan = Plan::build(
+        &script,
+        single.config(),
+        single.identity(),
+        &phonemizer,
+        &Clock::default(),
+    )?;
     let phonemize_s = t.elapsed().as_secs_f64();
     let utterances: Vec<_> = plan.utterances.iter().collect();
-    let texts: Vec<String> = plan.sentences.iter().map(|s| crate::text::normalize(&s.display)).collect();
+    let texts: Vec<String> = plan
+        .sentences
+        .iter()
+        .map(|s| crate::text::normalize(&s.display))
+        .collect();
     let rate = f64::from(single.config().sample_rate);
 
     let measure = |engine: &mut SpeechEngine| -> Result<Value> {
@@ -235,20 +268,28 @@ fn tts_comparison(opts: &BenchOptions) -> Result<Value> {
         let out = engine.synthesize(&utterances)?;
         let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - cpu);
         let audio: f64 = out.iter().map(|s| s.pcm.len() as f64).sum::<f64>() / rate;
-        Ok(json!({"wall_s": wall, "cpu_s": cpu, "audio_s": audio, "audio_s_per_s": audio / wall,
-                  "batches": engine.stats.batches, "padding_waste": engine.stats.padding_waste()}))
+        Ok(
+            json!({"wall_s": wall, "cpu_s": cpu, "audio_s": audio, "audio_s_per_s": audio / wall,
+                  "batches": engine.stats.batches, "padding_waste": engine.stats.padding_waste()}),
+        )
     };
     let b1 = measure(&mut single)?;
     let bucketed_v = measure(&mut bucketed)?;
-    let speedup = bucketed_v["audio_s_per_s"].as_f64().unwrap_or(0.0) / b1["audio_s_per_s"].as_f64().unwrap_or(1.0);
-    let ours = b1["audio_s_per_s"].as_f64().unwrap_or(0.0).max(bucketed_v["audio_s_per_s"].as_f64().unwrap_or(0.0));
+    let speedup = bucketed_v["audio_s_per_s"].as_f64().unwrap_or(0.0)
+        / b1["audio_s_per_s"].as_f64().unwrap_or(1.0);
+    let ours = b1["audio_s_per_s"]
+        .as_f64()
+        .unwrap_or(0.0)
+        .max(bucketed_v["audio_s_per_s"].as_f64().unwrap_or(0.0));
     let piper = match &opts.piper_python {
         Some(python) => {
             let v = piper_reference(python, &voice.model, r.threads, &texts)?;
             let ratio = ours / v["audio_s_per_s"].as_f64().unwrap_or(f64::NAN);
             json!({"result": v, "ours_vs_piper": ratio})
         }
-        None => json!("not run: pass --piper-python PATH (a Python with piper-tts installed; scripts/bench sets one up)"),
+        None => json!(
+            "not run: pass --piper-python PATH (a Python with piper-tts installed; scripts/bench sets one up)"
+        ),
     };
     Ok(json!({
         "sentences": utterances.len(),
@@ -294,14 +335,23 @@ fn piper_reference(python: &Path, model: &Path, threads: usize, texts: &[String]
         .spawn()
         .map_err(Error::io(python))?;
     let input = json!({"model": model, "threads": threads, "sentences": texts}).to_string();
-    child.stdin.take().expect("piped stdin").write_all(input.as_bytes()).map_err(Error::io(python))?;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input.as_bytes())
+        .map_err(Error::io(python))?;
     let out = child.wait_with_output().map_err(Error::io(python))?;
     if !out.status.success() {
         return Err(Error::Usage(format!(
             "the piper-tts reference run failed ({}): {}",
             python.display(),
-            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default()
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
         )));
     }
-    serde_json::from_slice(&out.stdout).map_err(|e| Error::Engine(format!("piper-tts reference printed no JSON: {e}")))
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| Error::Engine(format!("piper-tts reference printed no JSON: {e}")))
 }

@@ -134,12 +134,12 @@ pub fn render(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
     }
-    let t0 = Instant::now();
     let mut writer = ChunkWriter::create(path, &look.video, sample_rate)?;
     // i16 → f32 → i16 is exact through the writer's ×32767 rounding.
     let pcm: Vec<f32> = audio.pcm.iter().map(|&s| f32::from(s) / 32767.0).collect();
-    writer.write_audio(&pcm)?;
-    clock.add(Stage::Encode, t0.elapsed());
+    // The chunk is a whole number of frames, so each frame carries exactly this many samples;
+    // writing them with their frame keeps the muxer's interleaving queue short.
+    let per_frame = pcm.len() / frames.max(1) as usize;
     let mut buf = vec![0u8; look.rig.width() as usize * look.rig.height() as usize * 3];
     for k in 0..frames {
         if stop.load(Ordering::Relaxed) {
@@ -152,6 +152,8 @@ pub fn render(
             &mut buf,
         );
         let t1 = Instant::now();
+        let k = k as usize;
+        writer.write_audio(&pcm[k * per_frame..((k + 1) * per_frame).min(pcm.len())])?;
         writer.write_frame(&buf)?;
         clock.add(Stage::Frames, t1 - t0);
         clock.add(Stage::Encode, t1.elapsed());

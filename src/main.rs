@@ -10,7 +10,19 @@ use clap::Parser;
 use cli::args::{Cli, Command};
 use cli::ui::Ui;
 
+/// Large buffers (the voice model's activations, about 20 MB per second of speech) go straight to
+/// mmap and back to the system when freed, and few malloc arenas are kept: without this, glibc
+/// holds on to freed activation memory and peak RSS grows by a third (measured in the README).
+fn bound_heap() {
+    // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 fn main() -> ExitCode {
+    bound_heap();
     let cli = Cli::parse();
     let filter = match cli.global.verbose {
         0 if cli.global.quiet => "error",

@@ -33,7 +33,8 @@ use crate::tts::Speech;
 use crate::tts::batch::BatchLimits;
 use crate::voice::VoiceFiles;
 
-/// Missing utterances gathered before a round of synthesis (the pool the length buckets draw from).
+/// Most utterances gathered before a round of synthesis (the pool the length buckets draw from).
+/// The first window is one chunk and each next one doubles, so the workers start early.
 const SPEECH_WINDOW: usize = 32;
 /// Chunks waiting between the speech thread and the workers.
 const CHANNEL_CAPACITY: usize = 2;
@@ -272,6 +273,7 @@ pub fn render(
         progress,
         cancel,
         stop: AtomicBool::new(false),
+        workers: opts.threads.max(1),
     };
     let new_chunks = run_threads(&shared, &mut engine, &todo)?;
     for (i, d) in new_chunks {
@@ -402,6 +404,8 @@ struct Shared<'a> {
     cancel: &'a AtomicBool,
     /// Set on the first error or on cancel; every loop checks it.
     stop: AtomicBool,
+    /// Chunk workers (one per thread asked for; each x264 encoder uses one thread).
+    workers: usize,
 }
 
 impl Shared<'_> {
@@ -444,10 +448,7 @@ fn run_threads(
         shared.stop.store(true, Ordering::Relaxed);
         errors.lock().expect("error list").push(e);
     };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(todo.len())
-        .max(1);
+    let workers = shared.workers.min(todo.len()).max(1);
 
     std::thread::scope(|scope| {
         let speech = std::thread::Builder::new()
@@ -573,6 +574,7 @@ fn speech_loop(
     let quantum = frame_quantum(plan.sample_rate, shared.look.video.fps);
     let mut done_utterances = 0u64;
     let mut next = 0;
+    let mut window_size = 1;
     while next < todo.len() {
         if shared.stopped() {
             return Err(Error::Cancelled);
@@ -580,11 +582,12 @@ fn speech_loop(
         // A window: chunks until enough utterances are gathered.
         let mut end = next;
         let mut count = 0;
-        while end < todo.len() && (end == next || count < SPEECH_WINDOW) {
+        while end < todo.len() && (end == next || count < window_size) {
             count += plan.chunk_utterances(&plan.chunks[todo[end]]).len();
             end += 1;
         }
         let window = &todo[next..end];
+        window_size = (window_size * 2).min(SPEECH_WINDOW);
         let keys: Vec<Key> = window
             .iter()
             .flat_map(|&c| plan.chunk_utterances(&plan.chunks[c]))

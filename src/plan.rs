@@ -21,8 +21,8 @@ use crate::voice::{Kept, Scales, VoiceConfig};
 
 /// Sentences longer than this are split at clause punctuation before synthesis. The voice model's
 /// memory grows by about 20 MB per second of audio in one call, so this bounds the peak (about
-/// 8 s of speech, 150–200 MB of activations) whatever the script holds.
-const MAX_SENTENCE_CHARS: usize = 130;
+/// 7 s of speech, about 140 MB of activations) whatever the script holds.
+const MAX_SENTENCE_CHARS: usize = 110;
 /// Phoneme ids per chunk before a new chunk starts (about 20–30 s of speech).
 const CHUNK_ID_BUDGET: usize = 700;
 /// Silence before the first word of the video.

@@ -128,6 +128,10 @@ pub struct RenderArgs {
     /// Worker threads [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// Most phoneme ids per voice-model call; sentences of similar length share a call up to this
+    /// budget (0 = one sentence per call). On CPUs batching does not pay (see the README's figures).
+    #[arg(long, value_name = "IDS", default_value_t = 0)]
+    pub batch_budget: usize,
     /// Turn off the voice's sampling noise: the same text always sounds exactly the same.
     #[arg(long)]
     pub deterministic: bool,

@@ -60,7 +60,14 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> RenderOptions {
         preset: args.preset.clone(),
         threads: threads(args.threads),
         noise: !args.deterministic,
-        batch: BatchLimits::default(),
+        batch: if args.batch_budget == 0 {
+            BatchLimits::SINGLE
+        } else {
+            BatchLimits {
+                token_budget: args.batch_budget,
+                max_items: 64,
+            }
+        },
     }
 }
 
@@ -137,10 +144,17 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         portrait: args.portrait.clone(),
         output: None,
         voice: None,
-        look: LookArgs { size: None, fps: None, framing: FramingArg::Full, still: false, seed: 0 },
+        look: LookArgs {
+            size: None,
+            fps: None,
+            framing: FramingArg::Full,
+            still: false,
+            seed: 0,
+        },
         crf: 20,
         preset: "veryfast".into(),
         threads: args.threads,
+        batch_budget: 0,
         deterministic: false,
         no_cache: false,
     };
@@ -150,6 +164,9 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         piper_python: args.piper_python.clone(),
     };
     let report = talker::bench::run(&opts)?;
-    println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).expect("report serialises")
+    );
     Ok(())
 }
