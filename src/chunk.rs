@@ -28,6 +28,8 @@ const BLINK_GUARD_S: f64 = 0.3;
 /// Everything about the picture, shared by all chunks of a render.
 pub struct Look {
     pub rig: FaceRig,
+    /// The 68 landmarks in frame coordinates (for crops and checks, not for drawing).
+    pub landmarks: [[f32; 2]; 68],
     pub video: VideoSettings,
     pub still: bool,
     pub seed: u64,

@@ -12,6 +12,7 @@ pub mod media;
 pub mod phonemize;
 pub mod pipeline;
 pub mod plan;
+pub mod preview;
 pub mod progress;
 pub mod render;
 pub mod script;

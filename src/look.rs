@@ -113,6 +113,7 @@ pub fn prepare(
     Ok((
         Look {
             rig,
+            landmarks: lm,
             video,
             still: opts.still,
             seed: opts.seed,

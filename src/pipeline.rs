@@ -99,7 +99,7 @@ struct ChunkDone {
 }
 
 /// Removes the `--no-cache` directory however the render ends.
-struct TempDir(Option<PathBuf>);
+pub struct TempDir(Option<PathBuf>);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -109,7 +109,7 @@ impl Drop for TempDir {
     }
 }
 
-fn open_cache(
+pub fn open_cache(
     location: &CacheLocation,
     output: &Path,
     progress: &dyn Progress,
@@ -160,15 +160,17 @@ fn check_output(output: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn render(
-    opts: &RenderOptions,
-    progress: &dyn Progress,
-    cancel: &AtomicBool,
-) -> Result<RenderReport> {
-    let wall = Instant::now();
-    let clock = Clock::default();
-    check_output(&opts.output)?;
+/// Everything a render needs before any audio or frame exists.
+pub struct Prepared {
+    pub script: Script,
+    pub engine: SpeechEngine,
+    pub look: Look,
+    pub plan: Plan,
+}
 
+/// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
+/// checks first, so bad input fails in milliseconds.
+pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> Result<Prepared> {
     let t = Instant::now();
     let script = Script::load(&opts.script)?;
     let voice_name = opts
@@ -177,7 +179,7 @@ pub fn render(
         .or_else(|| script.voice.clone())
         .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
     let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
-    let mut engine = SpeechEngine::new(SpeechOptions {
+    let engine = SpeechEngine::new(SpeechOptions {
         voice,
         onnxruntime: opts.assets.onnxruntime_library()?,
         threads: opts.threads.max(1),
@@ -209,11 +211,10 @@ pub fn render(
         .size
         .or(script.size)
         .unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
-    let fps = opts.fps.unwrap_or(script.fps);
     let video = VideoSettings {
         width: size.0,
         height: size.1,
-        fps,
+        fps: opts.fps.unwrap_or(script.fps),
         crf: opts.crf,
         preset: opts.preset.clone(),
         threads: 1,
@@ -240,12 +241,35 @@ pub fn render(
         engine.config(),
         engine.identity(),
         &Phonemizer::global()?,
-        &clock,
+        clock,
     )?;
     plan.assign_chunk_keys(&look_key);
     progress.event(Event::Finish {
         stage: Stage::Phonemes,
     });
+    Ok(Prepared {
+        script,
+        engine,
+        look,
+        plan,
+    })
+}
+
+pub fn render(
+    opts: &RenderOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<RenderReport> {
+    let wall = Instant::now();
+    let clock = Clock::default();
+    check_output(&opts.output)?;
+    let Prepared {
+        script,
+        mut engine,
+        look,
+        plan,
+    } = prepare(opts, progress, &clock)?;
+    let (fps, size) = (look.video.fps, (look.video.width, look.video.height));
 
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
     let sample_rate = plan.sample_rate;
@@ -588,63 +612,17 @@ fn speech_loop(
         }
         let window = &todo[next..end];
         window_size = (window_size * 2).min(SPEECH_WINDOW);
-        let keys: Vec<Key> = window
-            .iter()
-            .flat_map(|&c| plan.chunk_utterances(&plan.chunks[c]))
-            .map(|u| plan.utterances[u].key)
-            .collect();
-        let mut speeches: HashMap<Key, Speech> =
-            shared.cache.get_phrases(&keys).unwrap_or_else(|e| {
-                shared.progress.event(Event::Warning {
-                    message: format!("{e}; synthesising without the cache"),
-                });
-                HashMap::new()
-            });
-        let mut missing: Vec<usize> = Vec::new();
-        for &c in window {
-            for u in plan.chunk_utterances(&plan.chunks[c]) {
-                let key = plan.utterances[u].key;
-                if !speeches.contains_key(&key)
-                    && !missing.iter().any(|&m| plan.utterances[m].key == key)
-                {
-                    missing.push(u);
-                }
-            }
-        }
-        if !missing.is_empty() {
-            let t = Instant::now();
-            let utts: Vec<_> = missing.iter().map(|&u| &plan.utterances[u]).collect();
-            let out = engine.synthesize(&utts)?;
-            shared.clock.add(Stage::Speech, t.elapsed());
-            for (&u, speech) in missing.iter().zip(out) {
-                let key = plan.utterances[u].key;
-                if let Err(e) = shared.cache.put_phrase(key, &speech) {
-                    shared.progress.event(Event::Warning {
-                        message: format!("{e}; this phrase is not cached"),
-                    });
-                }
-                speeches.insert(key, speech);
-            }
-        }
+        let speeches = speak(
+            plan,
+            window,
+            engine,
+            shared.cache,
+            shared.progress,
+            shared.clock,
+        )?;
         for &c in window {
             let chunk = &plan.chunks[c];
-            let sentences: Vec<Vec<&Speech>> = chunk
-                .sentences
-                .clone()
-                .map(|s| {
-                    plan.sentences[s]
-                        .utterances
-                        .clone()
-                        .map(|u| &speeches[&plan.utterances[u].key])
-                        .collect()
-                })
-                .collect();
-            let audio = chunk::layout(
-                &sentences,
-                chunk.lead_in_samples,
-                chunk.tail_samples,
-                quantum,
-            );
+            let audio = chunk_audio(plan, c, &speeches, quantum);
             done_utterances += plan.chunk_utterances(chunk).len() as u64;
             shared.progress.event(Event::Advance {
                 stage: Stage::Speech,
@@ -657,4 +635,73 @@ fn speech_loop(
         next = end;
     }
     Ok(())
+}
+
+/// Speech for every utterance of `chunks`: from the phrase cache where it is, synthesised (and
+/// cached) where not. Cache failures only cost speed.
+pub fn speak(
+    plan: &Plan,
+    chunks: &[usize],
+    engine: &mut SpeechEngine,
+    cache: &Cache,
+    progress: &dyn Progress,
+    clock: &Clock,
+) -> Result<HashMap<Key, Speech>> {
+    let utterances = || {
+        chunks
+            .iter()
+            .flat_map(|&c| plan.chunk_utterances(&plan.chunks[c]))
+    };
+    let keys: Vec<Key> = utterances().map(|u| plan.utterances[u].key).collect();
+    let mut speeches = cache.get_phrases(&keys).unwrap_or_else(|e| {
+        progress.event(Event::Warning {
+            message: format!("{e}; synthesising without the cache"),
+        });
+        HashMap::new()
+    });
+    let mut missing: Vec<usize> = Vec::new();
+    for u in utterances() {
+        let key = plan.utterances[u].key;
+        if !speeches.contains_key(&key) && !missing.iter().any(|&m| plan.utterances[m].key == key) {
+            missing.push(u);
+        }
+    }
+    if !missing.is_empty() {
+        let t = Instant::now();
+        let utts: Vec<_> = missing.iter().map(|&u| &plan.utterances[u]).collect();
+        let out = engine.synthesize(&utts)?;
+        clock.add(Stage::Speech, t.elapsed());
+        for (&u, speech) in missing.iter().zip(out) {
+            let key = plan.utterances[u].key;
+            if let Err(e) = cache.put_phrase(key, &speech) {
+                progress.event(Event::Warning {
+                    message: format!("{e}; this phrase is not cached"),
+                });
+            }
+            speeches.insert(key, speech);
+        }
+    }
+    Ok(speeches)
+}
+
+/// A chunk's sentences laid out on the frame grid.
+pub fn chunk_audio(
+    plan: &Plan,
+    chunk: usize,
+    speeches: &HashMap<Key, Speech>,
+    quantum: u64,
+) -> ChunkAudio {
+    let c = &plan.chunks[chunk];
+    let sentences: Vec<Vec<&Speech>> = c
+        .sentences
+        .clone()
+        .map(|s| {
+            plan.sentences[s]
+                .utterances
+                .clone()
+                .map(|u| &speeches[&plan.utterances[u].key])
+                .collect()
+        })
+        .collect();
+    chunk::layout(&sentences, c.lead_in_samples, c.tail_samples, quantum)
 }

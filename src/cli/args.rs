@@ -19,6 +19,7 @@ const AFTER_HELP: &str = "\
 Examples:
   talker render examples/script.json examples/portrait.png -o talk.mp4
   talker render book.json face.jpg -o book.mp4 --framing head --size 720x720
+  talker preview examples/script.json examples/portrait.png -o sheet.png
   talker cache stats
 
 Exit codes: 0 success, 2 bad input (script, portrait, voice, arguments), 1 other failure,
@@ -57,6 +58,9 @@ pub struct Global {
 pub enum Command {
     /// Render SCRIPT spoken by PORTRAIT to an MP4.
     Render(RenderArgs),
+    /// Draw a contact sheet: one labelled frame per mouth shape (viseme), taken from the script's
+    /// own speech, to judge the animation at a glance.
+    Preview(PreviewArgs),
     /// Measure every stage and print one JSON object: per-stage seconds, real-time factor, frames/s,
     /// peak RSS, cache hits, and ratios (batch 1 vs bucketed, cold vs cached, ours vs piper-tts).
     Bench(BenchArgs),
@@ -138,6 +142,22 @@ pub struct RenderArgs {
     /// Use a temporary cache for this render only.
     #[arg(long)]
     pub no_cache: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PreviewArgs {
+    /// The script (its speech decides when each mouth shape is shown).
+    pub script: PathBuf,
+    /// The portrait.
+    pub portrait: PathBuf,
+    /// Output PNG.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Voice, as for render.
+    #[arg(long)]
+    pub voice: Option<String>,
+    #[command(flatten)]
+    pub look: LookArgs,
 }
 
 #[derive(Debug, Args)]

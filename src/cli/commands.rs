@@ -10,7 +10,7 @@ use talker::look::Framing;
 use talker::pipeline::{CacheLocation, RenderOptions, render};
 use talker::tts::batch::BatchLimits;
 
-use super::args::{BenchArgs, CacheAction, FramingArg, Global, LookArgs, RenderArgs};
+use super::args::{BenchArgs, CacheAction, FramingArg, Global, LookArgs, PreviewArgs, RenderArgs};
 use super::ui::Ui;
 
 /// `--cache`, else `$TALKER_CACHE`, else `~/.cache/talker`.
@@ -168,5 +168,36 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         "{}",
         serde_json::to_string_pretty(&report).expect("report serialises")
     );
+    Ok(())
+}
+
+pub fn run_preview(args: &PreviewArgs, global: &Global, ui: &Ui) -> Result<()> {
+    let render = RenderArgs {
+        script: args.script.clone(),
+        portrait: args.portrait.clone(),
+        output: Some(args.output.clone()),
+        voice: args.voice.clone(),
+        look: args.look.clone(),
+        crf: 20,
+        preset: "veryfast".into(),
+        threads: None,
+        batch_budget: 0,
+        deterministic: false,
+        no_cache: false,
+    };
+    let report = talker::preview::preview(&render_options(&render, global), &args.output, ui)?;
+    if global.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else if !global.quiet {
+        ui.say(&format!(
+            "wrote {}: {} cells, {} of 15 visemes taken from the script's speech",
+            args.output.display(),
+            report.cells,
+            report.found_in_script
+        ));
+    }
     Ok(())
 }

@@ -34,8 +34,17 @@ impl Ui {
     /// A line for a person (not shown with --quiet or --json).
     pub fn say(&self, line: &str) {
         if let Ui::Bars { multi, .. } = self {
-            let _ = multi.println(line);
+            print_line(multi, line);
         }
+    }
+}
+
+/// Above the bars on a terminal; plainly on stderr when it is not one (indicatif hides itself there).
+fn print_line(multi: &MultiProgress, line: &str) {
+    if multi.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        let _ = multi.println(line);
     }
 }
 
@@ -89,9 +98,7 @@ impl Progress for Ui {
                             bar.finish();
                         }
                     }
-                    Event::Warning { message } => {
-                        let _ = multi.println(format!("warning: {message}"));
-                    }
+                    Event::Warning { message } => print_line(multi, &format!("warning: {message}")),
                 }
             }
         }
