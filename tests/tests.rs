@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod cache;
+mod lipsync;
 mod render;
 mod speech;
 mod util;
