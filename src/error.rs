@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use crate::cache::CacheError;
 use crate::face::FaceError;
+#[cfg(feature = "render")]
 use crate::media::MediaError;
+#[cfg(feature = "render")]
 use crate::phonemize::PhonemizeError;
 use crate::render::RenderError;
 use crate::script::ScriptError;
@@ -35,8 +37,10 @@ pub enum Error {
     Assets(String),
     #[error("speech engine: {0}")]
     Engine(String),
+    #[cfg(feature = "render")]
     #[error("phonemizer: {0}")]
     Phonemize(#[from] PhonemizeError),
+    #[cfg(feature = "render")]
     #[error("video: {0}")]
     Media(#[from] MediaError),
     #[error("cache: {0}")]
@@ -61,7 +65,10 @@ impl Error {
             | Error::Voice(_)
             | Error::VoiceGraph { .. }
             | Error::Rig(_) => 2,
+            #[cfg(feature = "render")]
             Error::Phonemize(PhonemizeError::UnknownVoice(_)) => 2,
+            #[cfg(feature = "render")]
+            Error::Phonemize(_) | Error::Media(_) => 1,
             Error::Face(e) => {
                 if e.is_bad_input() {
                     2
@@ -72,8 +79,6 @@ impl Error {
             Error::Cancelled => 130,
             Error::Assets(_)
             | Error::Engine(_)
-            | Error::Phonemize(_)
-            | Error::Media(_)
             | Error::Cache(_)
             | Error::Io { .. }
             | Error::ThreadLost(_) => 1,

@@ -1,21 +1,30 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
 
 pub mod assets;
+#[cfg(feature = "render")]
 pub mod bench;
 pub mod cache;
+#[cfg(feature = "render")]
 pub mod chunk;
 pub mod error;
 pub mod face;
 pub mod lipsync;
+#[cfg(feature = "render")]
 pub mod look;
+#[cfg(feature = "render")]
 pub mod media;
+#[cfg(feature = "render")]
 pub mod phonemize;
+#[cfg(feature = "render")]
 pub mod pipeline;
+#[cfg(feature = "render")]
 pub mod plan;
+#[cfg(feature = "render")]
 pub mod preview;
 pub mod progress;
 pub mod render;
 pub mod script;
+#[cfg(feature = "render")]
 pub mod speech;
 pub mod text;
 pub mod tts;

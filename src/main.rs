@@ -46,9 +46,12 @@ fn main() -> ExitCode {
 
     let ui = Ui::new(cli.global.quiet, cli.global.json);
     let result = match &cli.command {
-        Command::Render(args) => cli::commands::run_render(args, &cli.global, &ui, &cancel),
-        Command::Preview(args) => cli::commands::run_preview(args, &cli.global, &ui),
-        Command::Bench(args) => cli::commands::run_bench(args, &cli.global),
+        #[cfg(feature = "render")]
+        Command::Render(args) => cli::render_cmds::run_render(args, &cli.global, &ui, &cancel),
+        #[cfg(feature = "render")]
+        Command::Preview(args) => cli::render_cmds::run_preview(args, &cli.global, &ui),
+        #[cfg(feature = "render")]
+        Command::Bench(args) => cli::render_cmds::run_bench(args, &cli.global),
         Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
     };
     match result {

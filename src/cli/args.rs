@@ -57,12 +57,15 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Render SCRIPT spoken by PORTRAIT to an MP4.
+    #[cfg(feature = "render")]
     Render(RenderArgs),
     /// Draw a contact sheet: one labelled frame per mouth shape (viseme), taken from the script's
     /// own speech, to judge the animation at a glance.
+    #[cfg(feature = "render")]
     Preview(PreviewArgs),
     /// Measure every stage and print one JSON object: per-stage seconds, real-time factor, frames/s,
     /// peak RSS, cache hits, and ratios (batch 1 vs bucketed, cold vs cached, ours vs piper-tts).
+    #[cfg(feature = "render")]
     Bench(BenchArgs),
     /// Inspect or trim the cache.
     Cache {

@@ -2,4 +2,6 @@
 
 pub mod args;
 pub mod commands;
+#[cfg(feature = "render")]
+pub mod render_cmds;
 pub mod ui;
