@@ -178,3 +178,96 @@ fn changing_the_speed_synthesises_again() {
     assert_eq!(b["speech"]["synthesized"], 1);
     assert!(a["audio_seconds"].as_f64().unwrap() > b["audio_seconds"].as_f64().unwrap() * 1.2);
 }
+
+#[test]
+fn two_processes_render_the_same_script_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path(), "same.json", THREE);
+    let spawn = |name: &str| {
+        talker(dir.path())
+            .args([
+                "render",
+                "--json",
+                "--deterministic",
+                "--framing",
+                "head",
+                "--size",
+                "160x160",
+                "-o",
+            ])
+            .arg(dir.path().join(name))
+            .arg(&script)
+            .arg(repo("examples/portrait.png"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn("a.mp4"), spawn("b.mp4"));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_success(&a);
+    assert_success(&b);
+    for name in ["a.mp4", "b.mp4"] {
+        let p = probe(&dir.path().join(name));
+        assert_eq!(
+            p["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["codec_type"] == "video")
+                .count(),
+            1
+        );
+    }
+    // Both shared one cache: a third render finds everything there.
+    let third = render_json(
+        dir.path(),
+        &script,
+        &dir.path().join("c.mp4"),
+        &["--deterministic", "--framing", "head", "--size", "160x160"],
+    );
+    assert_eq!(third["speech"]["synthesized"], 0);
+    assert_eq!(third["chunks_reused"], third["chunks"]);
+}
+
+#[test]
+fn cache_stats_and_gc_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(
+        dir.path(),
+        "s.json",
+        r#"{"segments": [{"text": "Cache me if you can."}]}"#,
+    );
+    render_json(
+        dir.path(),
+        &script,
+        &dir.path().join("a.mp4"),
+        &["--framing", "head", "--size", "128x128"],
+    );
+    let stats = |d: &std::path::Path| -> serde_json::Value {
+        let o = talker(d)
+            .args(["cache", "stats", "--json"])
+            .output()
+            .unwrap();
+        assert_success(&o);
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let s = stats(dir.path());
+    assert_eq!(s["phrases"], 1);
+    assert_eq!(s["chunks"], 1);
+    let o = talker(dir.path())
+        .args(["cache", "gc", "--max-size", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_success(&o);
+    let s = stats(dir.path());
+    assert_eq!(
+        (s["phrases"].as_u64(), s["chunks"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let o = talker(dir.path())
+        .args(["cache", "gc", "--max-size", "lots"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
