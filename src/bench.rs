@@ -298,8 +298,44 @@ fn tts_comparison(opts: &BenchOptions) -> Result<Value> {
         "batch1": b1,
         "bucketed": bucketed_v,
         "bucketed_speedup": speedup,
+        "padding_waste_by_edges": waste_by_edges(&utterances),
         "piper_tts": piper,
     }))
+}
+
+/// Padding waste of the default token budget with and without length buckets, on the same
+/// sentences: the figure the bucket edges were chosen by.
+fn waste_by_edges(utterances: &[&crate::plan::Utterance]) -> Value {
+    use crate::tts::batch::{DEFAULT_EDGES, padding_waste, plan as batches};
+    let lengths: Vec<usize> = utterances.iter().map(|u| u.ids.len()).collect();
+    let limits = BatchLimits::default();
+    let waste = |edges: &[usize]| padding_waste(&lengths, &batches(&lengths, edges, limits));
+    json!({
+        "budget_ids": limits.token_budget,
+        "default_edges": DEFAULT_EDGES,
+        "with_default_edges": waste(DEFAULT_EDGES),
+        "edges_every_32_ids": waste(&(1..=20).map(|i| i * 32).collect::<Vec<_>>()),
+        "sorted_no_buckets": waste(&[]),
+        "script_order": padding_waste(&lengths, &in_order(&lengths, limits)),
+    })
+}
+
+/// Batches as a naive batcher makes them: in script order until the budget is full.
+fn in_order(lengths: &[usize], limits: BatchLimits) -> Vec<Vec<usize>> {
+    let mut batches: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut longest = 0;
+    for (i, &len) in lengths.iter().enumerate() {
+        let current = batches.last_mut().expect("one batch at least");
+        let fits = (current.len() + 1) * longest.max(len) <= limits.token_budget
+            && current.len() < limits.max_items;
+        if !current.is_empty() && !fits {
+            batches.push(Vec::new());
+            longest = 0;
+        }
+        longest = longest.max(len);
+        batches.last_mut().expect("one batch at least").push(i);
+    }
+    batches
 }
 
 /// The reference `piper-tts` package on the same sentences, model and thread count.

@@ -319,6 +319,7 @@ pub fn render(
         .map(|c| cache.chunk_path(c.key.as_ref().expect("keys assigned")))
         .collect();
     let meta = output_meta(&script, &plan, &done, sample_rate);
+    media::remove_stale_partials(&opts.output);
     let info = media::assemble(&paths, &opts.output, &meta)?;
     clock.add(Stage::Assemble, t.elapsed());
     progress.event(Event::Finish {
@@ -553,7 +554,22 @@ fn render_one(
     let plan = shared.plan;
     let key = plan.chunks[i].key.as_ref().expect("keys assigned");
     let path = shared.cache.chunk_path(key);
-    let info = chunk::render(
+    media::remove_stale_partials(&path);
+    let done = ChunkDone {
+        samples: audio.pcm.len() as u64,
+        spans: audio.sentence_spans.clone(),
+    };
+    let frames = audio.frames(plan.sample_rate, shared.look.video.fps);
+    let meta = serde_json::to_string(&done).expect("chunk meta serialises");
+    let record = || {
+        if let Err(e) = shared.cache.put_chunk(key, frames, done.samples, &meta) {
+            shared.progress.event(Event::Warning {
+                message: format!("{e}; the chunk will be rendered again next time"),
+            });
+        }
+    };
+    record();
+    chunk::render(
         shared.look,
         audio,
         plan.sample_rate,
@@ -570,19 +586,7 @@ fn render_one(
             }
         },
     )?;
-    let done = ChunkDone {
-        samples: info.samples,
-        spans: audio.sentence_spans.clone(),
-    };
-    let meta = serde_json::to_string(&done).expect("chunk meta serialises");
-    if let Err(e) = shared
-        .cache
-        .put_chunk(key, info.frames, info.samples, &meta)
-    {
-        shared.progress.event(Event::Warning {
-            message: format!("{e}; the chunk will be rendered again next time"),
-        });
-    }
+    record();
     Ok(done)
 }
 

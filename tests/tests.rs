@@ -5,5 +5,6 @@ mod cache;
 mod lipsync;
 mod portraits;
 mod render;
+mod resume;
 mod speech;
 mod util;

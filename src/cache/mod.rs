@@ -323,7 +323,9 @@ impl Cache {
         })
     }
 
-    /// Records a chunk whose file is already in place at [`Cache::chunk_path`].
+    /// Records a chunk at [`Cache::chunk_path`]. Called before the file is written (so a file that
+    /// exists always has its row, even after a kill between the two) and again after, to record
+    /// its size; a row whose file never appeared is dropped by [`Cache::get_chunk`].
     pub fn put_chunk(
         &self,
         key: &Key,
@@ -332,12 +334,7 @@ impl Cache {
         meta: &str,
     ) -> Result<(), CacheError> {
         let path = self.chunk_path(key);
-        let bytes = std::fs::metadata(&path)
-            .map_err(|source| CacheError::Dir {
-                path: path.clone(),
-                source,
-            })?
-            .len();
+        let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
         let rel = path
             .strip_prefix(&self.dir)
             .unwrap_or(&path)
@@ -349,7 +346,7 @@ impl Cache {
                 sqlx::query(
                     "INSERT INTO chunks (key, file, frames, samples, meta, bytes, created_at, used_at)
                      VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                     ON CONFLICT (key) DO UPDATE SET used_at = excluded.used_at",
+                     ON CONFLICT (key) DO UPDATE SET used_at = excluded.used_at, bytes = excluded.bytes",
                 )
                 .bind(&key.0[..])
                 .bind(rel)

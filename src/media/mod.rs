@@ -11,6 +11,7 @@
 mod aac;
 mod assemble;
 mod atomic;
+pub use atomic::remove_stale_partials;
 mod chunk;
 mod error;
 mod probe;
