@@ -79,3 +79,43 @@ fn killed_render_leaves_nothing_half_written_and_resumes() {
     let vd: f64 = video["duration"].as_str().unwrap().parse().unwrap();
     assert!((vd - report["audio_seconds"].as_f64().unwrap()).abs() < 0.04);
 }
+
+#[test]
+fn sigterm_stops_a_render_cleanly_with_exit_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lecture.mp4");
+    let mut child = talker(dir.path())
+        .args(["render", "--quiet", "-o"])
+        .arg(&out)
+        .arg(repo("examples/lecture.json"))
+        .arg(repo("examples/portrait.png"))
+        .args(["--framing", "head", "--size", "160x160"])
+        .spawn()
+        .unwrap();
+    let cache = dir.path().join("cache");
+    let start = Instant::now();
+    while finished_chunks(&cache) < 1 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the render ended before the signal"
+        );
+        assert!(start.elapsed() < Duration::from_secs(300));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = child.wait().unwrap().code();
+    assert_eq!(code, Some(130));
+    assert!(!out.exists());
+    let leftovers: Vec<String> = std::fs::read_dir(cache.join("chunks"))
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
