@@ -35,7 +35,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()),
         )
         .with_writer(std::io::stderr)
-        .without_time()
+        .with_timer(tracing_subscriber::fmt::time::uptime())
         .init();
 
     // SIGINT/SIGTERM ask the render to stop between frames; partial files are removed.

@@ -34,7 +34,8 @@ use crate::tts::batch::BatchLimits;
 use crate::voice::VoiceFiles;
 
 /// Most utterances gathered before a round of synthesis (the pool the length buckets draw from).
-/// The first window is one chunk and each next one doubles, so the workers start early.
+/// The first window is one chunk and, when batching, each next one doubles, so the workers start
+/// early; without batching every window is one chunk.
 const SPEECH_WINDOW: usize = 32;
 /// Chunks waiting between the speech thread and the workers.
 const CHANNEL_CAPACITY: usize = 2;
@@ -270,6 +271,11 @@ pub fn render(
         plan,
     } = prepare(opts, progress, &clock)?;
     let (fps, size) = (look.video.fps, (look.video.width, look.video.height));
+    tracing::debug!(
+        ms = wall.elapsed().as_millis(),
+        chunks = plan.chunks.len(),
+        "planned"
+    );
 
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
     let sample_rate = plan.sample_rate;
@@ -288,6 +294,12 @@ pub fn render(
         }
     }
     let chunks_reused = plan.chunks.len() - todo.len();
+    tracing::debug!(
+        ms = wall.elapsed().as_millis(),
+        reused = chunks_reused,
+        todo = todo.len(),
+        "cache looked up"
+    );
 
     let shared = Shared {
         plan: &plan,
@@ -320,7 +332,9 @@ pub fn render(
         .collect();
     let meta = output_meta(&script, &plan, &done, sample_rate);
     media::remove_stale_partials(&opts.output);
+    tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
     let info = media::assemble(&paths, &opts.output, &meta)?;
+    tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
     clock.add(Stage::Assemble, t.elapsed());
     progress.event(Event::Finish {
         stage: Stage::Assemble,
@@ -569,6 +583,7 @@ fn render_one(
         }
     };
     record();
+    tracing::debug!(chunk = i, frames, "chunk started");
     chunk::render(
         shared.look,
         audio,
@@ -587,6 +602,7 @@ fn render_one(
         },
     )?;
     record();
+    tracing::debug!(chunk = i, "chunk finished");
     Ok(done)
 }
 
@@ -615,7 +631,9 @@ fn speech_loop(
             end += 1;
         }
         let window = &todo[next..end];
-        window_size = (window_size * 2).min(SPEECH_WINDOW);
+        if engine.batches() {
+            window_size = (window_size * 2).min(SPEECH_WINDOW);
+        }
         let speeches = speak(
             plan,
             window,
@@ -624,6 +642,7 @@ fn speech_loop(
             shared.progress,
             shared.clock,
         )?;
+        tracing::debug!(chunks = window.len(), "speech window ready");
         for &c in window {
             let chunk = &plan.chunks[c];
             let audio = chunk_audio(plan, c, &speeches, quantum);

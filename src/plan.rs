@@ -25,6 +25,9 @@ use crate::voice::{Kept, Scales, VoiceConfig};
 const MAX_SENTENCE_CHARS: usize = 110;
 /// Phoneme ids per chunk before a new chunk starts (about 20–30 s of speech).
 const CHUNK_ID_BUDGET: usize = 700;
+/// The video's first chunk is cut after about one sentence, so frames start while the rest of
+/// the speech is still being synthesised.
+const FIRST_CHUNK_ID_BUDGET: usize = 160;
 /// Silence before the first word of the video.
 pub const LEAD_IN_MS: u64 = 200;
 
@@ -144,7 +147,12 @@ impl Plan {
                 .clone()
                 .map(|u| self.utterances[u].ids.len())
                 .sum();
-            if s > start && ids + n > CHUNK_ID_BUDGET {
+            let budget = if self.chunks.is_empty() {
+                FIRST_CHUNK_ID_BUDGET
+            } else {
+                CHUNK_ID_BUDGET
+            };
+            if s > start && ids + n > budget {
                 self.chunks.push(ChunkPlan {
                     segment,
                     sentences: start..s,

@@ -101,6 +101,12 @@ impl SpeechEngine {
         })
     }
 
+    /// Whether several sentences may share a model call (then the pipeline gathers windows of
+    /// sentences for the length buckets; otherwise it streams chunk by chunk).
+    pub fn batches(&self) -> bool {
+        self.options.limits.max_items > 1
+    }
+
     pub fn config(&self) -> &VoiceConfig {
         &self.config
     }
