@@ -15,13 +15,16 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::chunk::Look;
+use crate::chunk::frame_quantum;
 use crate::error::{Error, Result};
 use crate::lipsync::Viseme;
 use crate::media::ChunkWriter;
 use crate::phonemize::Phonemizer;
-use crate::pipeline::{CacheLocation, RenderOptions, RenderReport, render};
+use crate::pipeline::{
+    CacheLocation, Prepared, RenderOptions, RenderReport, chunk_audio, prepare, render,
+};
 use crate::plan::Plan;
-use crate::progress::{Clock, NoProgress};
+use crate::progress::{Clock, NoProgress, Stage};
 use crate::render::{FramePose, HeadPose};
 use crate::script::Script;
 use crate::speech::{SpeechEngine, SpeechOptions};
@@ -71,7 +74,7 @@ fn render_json(r: &RenderReport, peak: Option<f64>) -> Value {
     json!({
         "wall_s": r.wall_seconds,
         "real_time_factor": r.audio_seconds / r.wall_seconds,
-        "stage_cpu_s": r.stage_seconds,
+        "stage_thread_s": r.stage_seconds,
         "synthesized": r.speech.synthesized,
         "phrase_cache_hits": r.phrase_hits,
         "chunks": r.chunks,
@@ -96,10 +99,9 @@ pub fn run(opts: &BenchOptions) -> Result<Value> {
     let cached = render(&render_opts, &NoProgress, &cancel)?;
     let cached_peak = peak_rss_mib();
 
+    let (alone, look) = stages_alone(&render_opts, out_dir.path())?;
     let tts = tts_comparison(opts)?;
-    let (look, _) = bench_look(&render_opts)?;
     let frames = frame_synthesis(&look);
-    let encode_only = encode_only(&look, cold.frames, cold.chunks, out_dir.path())?;
 
     Ok(json!({
         "machine": {"cores": std::thread::available_parallelism().map_or(1, |n| n.get()), "threads": render_opts.threads},
@@ -108,43 +110,79 @@ pub fn run(opts: &BenchOptions) -> Result<Value> {
             "size": [cold.width, cold.height], "fps": cold.fps,
             "audio_s": cold.audio_seconds, "frames": cold.frames,
         },
+        "stages_alone_wall_s": alone,
         "cold": render_json(&cold, cold_peak),
         "cached": render_json(&cached, cached_peak),
         "cached_speedup_vs_cold": cold.wall_seconds / cached.wall_seconds,
+        "overhead_ratio": cold.wall_seconds / alone["encode"].as_f64().unwrap_or(f64::NAN),
         "tts": tts,
         "frame_synthesis": frames,
-        "encode_only": {
-            "wall_s": encode_only,
-            "method": "same frame count, chunk count and worker count as the cold render; each chunk cycles 64 frames drawn by the rig beforehand",
-            "overhead_ratio": cold.wall_seconds / encode_only,
-        },
     }))
 }
 
-/// The render's look again (the render itself does not hand it out).
-fn bench_look(opts: &RenderOptions) -> Result<(Look, crate::cache::Key)> {
-    let portrait = crate::face::Portrait::open(&opts.portrait)?;
-    let models = crate::face::FaceModels::load(&opts.assets.face_dir())?;
-    let face = models.analyse(&portrait)?.face;
-    let script = Script::load(&opts.script)?;
-    let size = opts.size.or(script.size).unwrap_or_else(|| {
-        crate::look::default_size(portrait.image.width(), portrait.image.height())
+/// Each stage of the render alone, one after another: wall seconds per stage. `encode` encodes as
+/// many frames in as many chunks with as many workers as the render uses (each chunk cycling 64
+/// frames the rig drew beforehand): the cost no render can avoid, and the denominator of the
+/// overhead ratio.
+fn stages_alone(opts: &RenderOptions, dir: &Path) -> Result<(Value, Look)> {
+    let clock = Clock::default();
+    let Prepared {
+        mut engine,
+        look,
+        plan,
+        ..
+    } = prepare(opts, &NoProgress, &clock)?;
+    let t = Instant::now();
+    engine.synthesize(&[&plan.utterances[0]])?;
+    let load = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let utterances: Vec<_> = plan.utterances.iter().collect();
+    let speeches: std::collections::HashMap<_, _> = plan
+        .utterances
+        .iter()
+        .map(|u| u.key)
+        .zip(engine.synthesize(&utterances)?)
+        .collect();
+    let tts = t.elapsed().as_secs_f64();
+
+    let quantum = frame_quantum(plan.sample_rate, look.video.fps);
+    let mut buf = vec![0u8; look.rig.width() as usize * look.rig.height() as usize * 3];
+    let (mut frames, mut lipsync_s, mut draw_s) = (0u64, 0.0, 0.0);
+    for c in 0..plan.chunks.len() {
+        let t = Instant::now();
+        let audio = chunk_audio(&plan, c, &speeches, quantum);
+        let track = crate::lipsync::plan(&audio.phones, plan.sample_rate);
+        lipsync_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let n = audio.frames(plan.sample_rate, look.video.fps);
+        for k in 0..n {
+            let mouth = track.pose_at(k as f64 / f64::from(look.video.fps));
+            look.rig.render(
+                &FramePose {
+                    mouth,
+                    ..pose(k as usize)
+                },
+                &mut buf,
+            );
+        }
+        draw_s += t.elapsed().as_secs_f64();
+        frames += n;
+    }
+    let encode = encode_only(&look, frames, plan.chunks.len(), dir)?;
+    let stages = json!({
+        "script": clock.seconds(Stage::Script),
+        "text": clock.seconds(Stage::Text),
+        "phonemes": clock.seconds(Stage::Phonemes),
+        "face": clock.seconds(Stage::Face),
+        "tts_load": load,
+        "tts": tts,
+        "lipsync": lipsync_s,
+        "frames": draw_s,
+        "encode": encode,
+        "frames_drawn": frames,
+        "note": "one stage at a time; tts on all threads, frames on one thread, encode on one worker per thread",
     });
-    let video = crate::media::VideoSettings {
-        width: size.0,
-        height: size.1,
-        fps: opts.fps.unwrap_or(script.fps),
-        crf: opts.crf,
-        preset: opts.preset.clone(),
-        threads: 1,
-    };
-    let look_opts = crate::look::LookOptions {
-        framing: opts.framing,
-        size,
-        still: opts.still,
-        seed: opts.seed,
-    };
-    crate::look::prepare(&portrait.image, &face.landmarks, &look_opts, video)
+    Ok((stages, look))
 }
 
 /// A varied, repeatable pose sequence: every viseme, blinks, head sway.
