@@ -95,23 +95,28 @@ impl HeadRig {
 
     /// Image-space bounding box of the moving region, grown by the largest displacement.
     pub fn bounds(&self, f: &HeadFrame) -> [f32; 4] {
-        let corners = [
-            [self.x0 as f32, self.y0 as f32],
-            [(self.x0 + self.bw) as f32, self.y0 as f32],
-            [self.x0 as f32, (self.y0 + self.bh) as f32],
-            [(self.x0 + self.bw) as f32, (self.y0 + self.bh) as f32],
-        ];
-        let grow = corners
-            .iter()
-            .map(|&c| len(self.delta(f, c)))
-            .fold(0.0, f32::max)
-            + 1.0;
+        let grow = self.max_shift(f);
         [
             self.x0 as f32 - grow,
             self.y0 as f32 - grow,
             (self.x0 + self.bw) as f32 + grow,
             (self.y0 + self.bh) as f32 + grow,
         ]
+    }
+
+    /// The largest distance any pixel moves in this frame, plus a pixel of margin.
+    pub fn max_shift(&self, f: &HeadFrame) -> f32 {
+        let corners = [
+            [self.x0 as f32, self.y0 as f32],
+            [(self.x0 + self.bw) as f32, self.y0 as f32],
+            [self.x0 as f32, (self.y0 + self.bh) as f32],
+            [(self.x0 + self.bw) as f32, (self.y0 + self.bh) as f32],
+        ];
+        corners
+            .iter()
+            .map(|&c| len(self.delta(f, c)))
+            .fold(0.0, f32::max)
+            + 1.0
     }
 
     /// `None` when the pose does not move the head.

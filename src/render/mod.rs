@@ -149,6 +149,10 @@ impl Roi {
         }
     }
 
+    fn contains(&self, x: usize, y: usize) -> bool {
+        x >= self.x0 && x < self.x1 && y >= self.y0 && y < self.y1
+    }
+
     fn union(self, o: Roi) -> Roi {
         Roi {
             x0: self.x0.min(o.x0),
@@ -217,11 +221,22 @@ impl FaceRig {
             0.0
         };
         let head = self.head.frame(&frame.head);
-        let mut roi = Roi::from_bounds(self.mouth.bounds(), w, h);
-        if blink > 0.0 {
-            for e in &self.eyes {
-                roi = roi.union(Roi::from_bounds(e.bounds(), w, h));
-            }
+        // Regions in destination pixels: where the mouth and the eyes can reach once the head
+        // has moved them, and the union of everything that can change.
+        let shift = head.as_ref().map_or(0.0, |hf| self.head.max_shift(hf));
+        let grown = |b: [f32; 4]| [b[0] - shift, b[1] - shift, b[2] + shift, b[3] + shift];
+        let mouth_roi = Roi::from_bounds(grown(self.mouth.bounds()), w, h);
+        let eye_roi = (blink > 0.0).then(|| {
+            let [a, b] = &self.eyes;
+            Roi::from_bounds(grown(a.bounds()), w, h).union(Roi::from_bounds(
+                grown(b.bounds()),
+                w,
+                h,
+            ))
+        });
+        let mut roi = mouth_roi;
+        if let Some(e) = eye_roi {
+            roi = roi.union(e);
         }
         if let Some(hf) = &head {
             roi = roi.union(Roi::from_bounds(self.head.bounds(hf), w, h));
@@ -233,19 +248,23 @@ impl FaceRig {
                     None => [x as f32, y as f32],
                 };
                 let moved = q != [x as f32, y as f32];
-                let c = self.mouth.shade(&mf, &self.base, q).or_else(|| {
-                    if blink > 0.0 {
-                        self.eyes[0]
-                            .shade(&self.base, blink, q)
-                            .or_else(|| self.eyes[1].shade(&self.base, blink, q))
-                    } else {
-                        None
-                    }
+                let c = if mouth_roi.contains(x, y) {
+                    self.mouth.shade(&mf, &self.base, q)
+                } else {
+                    None
+                }
+                .or_else(|| match eye_roi {
+                    Some(e) if e.contains(x, y) => self.eyes[0]
+                        .shade(&self.base, blink, q)
+                        .or_else(|| self.eyes[1].shade(&self.base, blink, q)),
+                    _ => None,
                 });
                 let i = (y * w + x) * 3;
                 match c {
                     Some(c) => put(out, i, c),
-                    None if moved => put(out, i, self.base.bilinear(q[0], q[1])),
+                    None if moved => {
+                        out[i..i + 3].copy_from_slice(&self.base.bilinear_u8(q[0], q[1]));
+                    }
                     None => {}
                 }
             }
