@@ -15,7 +15,10 @@ use talker::tts::batch::BatchLimits;
 
 use crate::util::*;
 
-const TEXT: &str = r#"{"segments": [{"text": "Maybe we should open the window. A warm breeze would be lovely, and the papers can wait.", "pause_ms": 400}]}"#;
+const TEXT: &str = r#"{"segments": [
+    {"text": "Maybe we should open the window.", "pause_ms": 500},
+    {"text": "A warm breeze would be lovely, and the papers can wait.", "pause_ms": 500},
+    {"text": "Mm, yes. Let us do that.", "pause_ms": 500}]}"#;
 
 fn pearson(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len() as f64;
@@ -73,38 +76,10 @@ fn rendered_mouth_follows_the_plan_and_the_audio_and_holds_still() {
     let cache = Cache::open(&dir.path().join("cache")).unwrap();
     let sr = p.plan.sample_rate;
     let fps = p.look.video.fps;
-    let speeches = speak(&p.plan, &[0], &mut p.engine, &cache, &NoProgress, &clock).unwrap();
-    let audio = chunk_audio(&p.plan, 0, &speeches, frame_quantum(sr, fps));
-    let track = lipsync::plan(&audio.phones, sr);
-    let path = dir.path().join("chunk.mkv");
-    let info = chunk::render(
-        &p.look,
-        &audio,
-        sr,
-        &path,
-        &AtomicBool::new(false),
-        &clock,
-        || {},
-    )
-    .unwrap();
-
-    let (w, h) = (p.look.rig.width() as usize, p.look.rig.height() as usize);
-    let frames = decode_frames(&path, w, h);
-    assert_eq!(frames.len() as u64, info.frames);
+    let all: Vec<usize> = (0..p.plan.chunks.len()).collect();
+    let speeches = speak(&p.plan, &all, &mut p.engine, &cache, &NoProgress, &clock).unwrap();
     let models = FaceModels::load(&assets().face_dir()).unwrap();
-    let first = image::RgbImage::from_raw(w as u32, h as u32, frames[0].clone()).unwrap();
-    let bbox = models.detect(&first)[0].bbox;
-    let marks: Vec<[[f32; 2]; 68]> = frames
-        .iter()
-        .map(|f| {
-            models
-                .landmarks(
-                    &image::RgbImage::from_raw(w as u32, h as u32, f.clone()).unwrap(),
-                    bbox,
-                )
-                .points
-        })
-        .collect();
+    let (w, h) = (p.look.rig.width() as usize, p.look.rig.height() as usize);
     let iod = {
         let l = &p.look.landmarks;
         let c = |r: std::ops::Range<usize>| {
@@ -117,36 +92,76 @@ fn rendered_mouth_follows_the_plan_and_the_audio_and_holds_still() {
     let dist = |m: &[[f32; 2]; 68], i: usize, j: usize| {
         f64::from(((m[i][0] - m[j][0]).powi(2) + (m[i][1] - m[j][1]).powi(2)).sqrt())
     };
-    // Opening: the three inner-lip gaps, in inter-ocular distances.
-    let measured: Vec<f64> = marks
-        .iter()
-        .map(|m| (dist(m, 61, 67) + dist(m, 62, 66) + dist(m, 63, 65)) / (3.0 * iod))
-        .collect();
-    let planned: Vec<f64> = (0..frames.len())
-        .map(|k| f64::from(track.pose_at(k as f64 / f64::from(fps)).open))
-        .collect();
+
+    // Every chunk is rendered and measured; the series are joined in order, and held shapes are
+    // looked for inside each chunk (a chunk boundary is not a held shape).
+    let (mut measured, mut planned, mut env) = (Vec::new(), Vec::new(), Vec::new());
+    let mut marks: Vec<[[f32; 2]; 68]> = Vec::new();
+    let mut runs = Vec::new();
+    for c in all {
+        let audio = chunk_audio(&p.plan, c, &speeches, frame_quantum(sr, fps));
+        let track = lipsync::plan(&audio.phones, sr);
+        let path = dir.path().join(format!("chunk{c}.mkv"));
+        let info = chunk::render(
+            &p.look,
+            &audio,
+            sr,
+            &path,
+            &AtomicBool::new(false),
+            &clock,
+            || {},
+        )
+        .unwrap();
+        let video = decode_frames(&path, w, h);
+        let frames = video.len();
+        assert_eq!(frames as u64, info.frames);
+        let first = image::RgbImage::from_raw(w as u32, h as u32, video[0].clone()).unwrap();
+        let bbox = models.detect(&first)[0].bbox;
+        let offset = marks.len();
+        for f in &video {
+            let m = models
+                .landmarks(
+                    &image::RgbImage::from_raw(w as u32, h as u32, f.clone()).unwrap(),
+                    bbox,
+                )
+                .points;
+            // Opening: the three inner-lip gaps, in inter-ocular distances.
+            measured.push((dist(&m, 61, 67) + dist(&m, 62, 66) + dist(&m, 63, 65)) / (3.0 * iod));
+            marks.push(m);
+        }
+        let poses: Vec<_> = (0..frames)
+            .map(|k| track.pose_at(k as f64 / f64::from(fps)))
+            .collect();
+        planned.extend(poses.iter().map(|pose| f64::from(pose.open)));
+        // Audio envelope: RMS per frame.
+        let per = audio.pcm.len() / frames;
+        env.extend(audio.pcm.chunks(per).take(frames).map(|c| {
+            (c.iter().map(|&s| f64::from(s) * f64::from(s)).sum::<f64>() / c.len() as f64).sqrt()
+        }));
+        let mut start = 0;
+        for k in 1..=frames {
+            if k == frames || poses[k].distance(&poses[k - 1]) > 1e-6 {
+                if k - start >= 4 {
+                    runs.push(offset + start..offset + k);
+                }
+                start = k;
+            }
+        }
+    }
+    let frames = marks.len();
     let r = pearson(&measured, &planned);
     println!(
         "opening: measured vs planned r = {r:.3} over {} frames",
-        frames.len()
+        frames
     );
     assert!(
         r >= 0.8,
         "measured mouth opening correlates only {r:.3} with the plan"
     );
 
-    // Audio envelope (RMS per frame) against the measured opening: the best lag is 0 ± 1 frame.
-    let per = audio.pcm.len() / frames.len();
-    let env: Vec<f64> = audio
-        .pcm
-        .chunks(per)
-        .take(frames.len())
-        .map(|c| {
-            (c.iter().map(|&s| f64::from(s) * f64::from(s)).sum::<f64>() / c.len() as f64).sqrt()
-        })
-        .collect();
+    // The audio envelope against the measured opening: the best lag is 0 ± 1 frame.
     let lag_r = |lag: i64| {
-        let pairs: Vec<(f64, f64)> = (0..frames.len() as i64)
+        let pairs: Vec<(f64, f64)> = (0..frames as i64)
             .filter_map(|k| {
                 let j = k + lag;
                 (j >= 0 && (j as usize) < env.len())
@@ -167,19 +182,6 @@ fn rendered_mouth_follows_the_plan_and_the_audio_and_holds_still() {
 
     // Held shapes: wherever the plan holds the mouth still for 4+ frames, the lips' landmarks stay
     // put (after removing slow head sway).
-    let poses: Vec<_> = (0..frames.len())
-        .map(|k| track.pose_at(k as f64 / f64::from(fps)))
-        .collect();
-    let mut runs = Vec::new();
-    let mut start = 0;
-    for k in 1..=frames.len() {
-        if k == frames.len() || poses[k].distance(&poses[k - 1]) > 1e-6 {
-            if k - start >= 4 {
-                runs.push(start..k);
-            }
-            start = k;
-        }
-    }
     let mut worst = 0.0f64;
     let held = runs.len();
     for run in runs {
