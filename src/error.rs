@@ -10,6 +10,7 @@ use crate::cache::CacheError;
 use crate::face::FaceError;
 use crate::media::MediaError;
 use crate::phonemize::PhonemizeError;
+use crate::queue::{QueueError, SpecError};
 use crate::render::RenderError;
 use crate::script::ScriptError;
 use crate::tts::graph_patch::PatchError;
@@ -50,6 +51,12 @@ pub enum Error {
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
     ThreadLost(String),
+    #[error("{0}")]
+    JobSpec(#[from] SpecError),
+    #[error("{0}")]
+    Queue(#[from] QueueError),
+    #[error("{failed} of {total} jobs failed; talker status shows their errors")]
+    JobsFailed { failed: usize, total: usize },
 }
 
 impl Error {
@@ -60,9 +67,17 @@ impl Error {
             | Error::Script(_)
             | Error::Voice(_)
             | Error::VoiceGraph { .. }
-            | Error::Rig(_) => 2,
+            | Error::Rig(_)
+            | Error::JobSpec(_) => 2,
             Error::Phonemize(PhonemizeError::UnknownVoice(_)) => 2,
             Error::Face(e) => {
+                if e.is_bad_input() {
+                    2
+                } else {
+                    1
+                }
+            }
+            Error::Queue(e) => {
                 if e.is_bad_input() {
                     2
                 } else {
@@ -76,7 +91,8 @@ impl Error {
             | Error::Media(_)
             | Error::Cache(_)
             | Error::Io { .. }
-            | Error::ThreadLost(_) => 1,
+            | Error::ThreadLost(_)
+            | Error::JobsFailed { .. } => 1,
         }
     }
 
@@ -110,5 +126,15 @@ mod tests {
         );
         assert_eq!(Error::Assets("x".into()).exit_code(), 1);
         assert_eq!(Error::Cancelled.exit_code(), 130);
+        assert_eq!(Error::Queue(QueueError::NoSuchJob(3)).exit_code(), 2);
+        assert_eq!(
+            Error::Queue(QueueError::Open {
+                location: "q".into(),
+                message: "m".into()
+            })
+            .exit_code(),
+            1
+        );
+        assert_eq!(Error::JobsFailed { failed: 1, total: 2 }.exit_code(), 1);
     }
 }

@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod preview;
 pub mod progress;
+pub mod queue;
 pub mod render;
 pub mod script;
 pub mod speech;

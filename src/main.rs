@@ -50,6 +50,12 @@ fn main() -> ExitCode {
         Command::Preview(args) => cli::commands::run_preview(args, &cli.global, &ui),
         Command::Bench(args) => cli::commands::run_bench(args, &cli.global),
         Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
+        Command::Enqueue(args) => cli::queue::run_enqueue(args, &cli.global),
+        Command::Batch(args) => cli::queue::run_batch(args, &cli.global, &cancel),
+        Command::Worker(args) => cli::queue::run_worker(args, &cli.global, &cancel),
+        Command::Status(args) => cli::queue::run_status(args, &cli.global),
+        Command::Cancel(args) => cli::queue::run_cancel(args, &cli.global),
+        Command::Retry(args) => cli::queue::run_retry(args, &cli.global),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

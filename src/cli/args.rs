@@ -69,6 +69,18 @@ pub enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+    /// Add job specs to the queue; a job whose content is already queued or running is not added twice.
+    Enqueue(super::queue::EnqueueArgs),
+    /// Enqueue every job spec in DIR whose inputs changed since its last success, then work them.
+    Batch(super::queue::BatchArgs),
+    /// Take jobs from the queue and render them until stopped (SIGINT/SIGTERM) or, with --drain, done.
+    Worker(super::queue::WorkerArgs),
+    /// Jobs in the queue: state, attempts, output, last error.
+    Status(super::queue::StatusArgs),
+    /// Cancel a queued or running job.
+    Cancel(super::queue::JobIdArgs),
+    /// Queue a failed or cancelled job again, with its attempts reset.
+    Retry(super::queue::JobIdArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,4 +2,5 @@
 
 pub mod args;
 pub mod commands;
+pub mod queue;
 pub mod ui;

@@ -1,0 +1,43 @@
+//! Opening a PostgreSQL queue (several hosts sharing one queue) for sqlx's `Any` pool.
+//!
+//! Input: a `postgres://` URL. Output: a migrated pool (schema in `migrations/queue-postgres/`).
+//! Invariants: sqlx's migrator holds a PostgreSQL advisory lock while it migrates, so workers that
+//! start together on an empty database do not race; claims skip rows other workers have locked.
+
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, ConnectOptions};
+
+use super::{Dialect, QueueError};
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/queue-postgres");
+
+pub(super) const DIALECT: Dialect = Dialect {
+    now: "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+    begin: "BEGIN",
+    skip_locked: "FOR UPDATE SKIP LOCKED",
+};
+
+pub(super) async fn connect(url: &str, shown: &str) -> Result<AnyPool, QueueError> {
+    let db_err = |source| QueueError::Db {
+        location: shown.to_owned(),
+        source,
+    };
+    let opts: AnyConnectOptions = url.parse().map_err(db_err)?;
+    let pool = AnyPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(opts.disable_statement_logging())
+        .await
+        .map_err(db_err)?;
+    MIGRATOR
+        .run(&pool)
+        .await
+        .map_err(|source| QueueError::Migrate {
+            location: shown.to_owned(),
+            source,
+        })?;
+    Ok(pool)
+}
