@@ -51,9 +51,9 @@ pub enum Error {
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
     ThreadLost(String),
-    #[error("{0}")]
+    #[error(transparent)]
     JobSpec(#[from] SpecError),
-    #[error("{0}")]
+    #[error(transparent)]
     Queue(#[from] QueueError),
     #[error("{failed} of {total} jobs failed; talker status shows their errors")]
     JobsFailed { failed: usize, total: usize },

@@ -3,6 +3,7 @@
 mod bad_input;
 mod cache;
 mod lipsync;
+mod queue;
 mod render;
 mod speech;
 mod util;

@@ -329,7 +329,11 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
     if !ids.is_empty() {
         worker::run(&queue, &opts, &printer, shutdown, listener);
     }
-    let rows = queue.jobs(&ids)?;
+    let rows = if ids.is_empty() {
+        Vec::new()
+    } else {
+        queue.jobs(&ids)?
+    };
     let failed = rows.iter().filter(|r| r.state != "succeeded").count();
     if global.json {
         let v = serde_json::json!({
@@ -339,7 +343,7 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
         println!("{v}");
     } else {
         printer.say(&format!(
-            "batch {}: {} specs, {} up to date, {} rendered or retried, {} not succeeded, {} refused",
+            "batch {}: {} specs, {} up to date, {} rendered, {} not succeeded, {} refused",
             args.dir.display(),
             specs.len(),
             up_to_date,

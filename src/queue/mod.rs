@@ -88,15 +88,16 @@ pub enum QueueError {
         "{0:?} is not a queue location; give a file path, sqlite://PATH or postgres://USER@HOST/DB"
     )]
     BadLocation(String),
-    #[error("queue {location}: {source}")]
+    // The causes are in the message (`error`, not `source`), so they are printed once.
+    #[error("queue {location}: {error}")]
     Db {
         location: String,
-        source: sqlx::Error,
+        error: sqlx::Error,
     },
-    #[error("queue {location}: migration failed: {source}")]
+    #[error("queue {location}: migration failed: {error}")]
     Migrate {
         location: String,
-        source: sqlx::migrate::MigrateError,
+        error: sqlx::migrate::MigrateError,
     },
     #[error("queue {location}: {message}")]
     Open { location: String, message: String },

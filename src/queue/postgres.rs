@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
-use sqlx::{AnyPool, ConnectOptions};
+use sqlx::{AnyPool, ConnectOptions, Connection};
 
 use super::{Dialect, QueueError};
 
@@ -21,23 +21,32 @@ pub(super) const DIALECT: Dialect = Dialect {
 };
 
 pub(super) async fn connect(url: &str, shown: &str) -> Result<AnyPool, QueueError> {
-    let db_err = |source| QueueError::Db {
+    let db_err = |error| QueueError::Db {
         location: shown.to_owned(),
-        source,
+        error,
     };
     let opts: AnyConnectOptions = url.parse().map_err(db_err)?;
+    let opts = opts.disable_statement_logging();
+    // One plain connection first: the pool would retry a refused or failed login until its
+    // acquire timeout and then report only "timed out".
+    opts.connect()
+        .await
+        .map_err(db_err)?
+        .close()
+        .await
+        .map_err(db_err)?;
     let pool = AnyPoolOptions::new()
         .max_connections(4)
         .acquire_timeout(Duration::from_secs(30))
-        .connect_with(opts.disable_statement_logging())
+        .connect_with(opts)
         .await
         .map_err(db_err)?;
     MIGRATOR
         .run(&pool)
         .await
-        .map_err(|source| QueueError::Migrate {
+        .map_err(|error| QueueError::Migrate {
             location: shown.to_owned(),
-            source,
+            error,
         })?;
     Ok(pool)
 }

@@ -33,9 +33,9 @@ pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueEr
         location: shown.to_owned(),
         message,
     };
-    let db_err = |source| QueueError::Db {
+    let db_err = |error| QueueError::Db {
         location: shown.to_owned(),
-        source,
+        error,
     };
     let path = std::path::absolute(path).map_err(|e| open_err(e.to_string()))?;
     if let Some(dir) = path.parent() {
@@ -92,9 +92,9 @@ pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueEr
     MIGRATOR
         .run(&pool)
         .await
-        .map_err(|source| QueueError::Migrate {
+        .map_err(|error| QueueError::Migrate {
             location: shown.to_owned(),
-            source,
+            error,
         })?;
     if app_id != APPLICATION_ID {
         sqlx::query(SET_APPLICATION_ID)

@@ -158,9 +158,9 @@ impl Queue {
     }
 
     fn db_err(&self) -> impl Fn(sqlx::Error) -> QueueError + '_ {
-        |source| QueueError::Db {
+        |error| QueueError::Db {
             location: self.location.clone(),
-            source,
+            error,
         }
     }
 
