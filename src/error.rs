@@ -135,6 +135,13 @@ mod tests {
             .exit_code(),
             1
         );
-        assert_eq!(Error::JobsFailed { failed: 1, total: 2 }.exit_code(), 1);
+        assert_eq!(
+            Error::JobsFailed {
+                failed: 1,
+                total: 2
+            }
+            .exit_code(),
+            1
+        );
     }
 }

@@ -17,7 +17,11 @@ use crate::util::*;
 
 const SHORT: &str = r#"{"segments": [{"text": "Hello there, this is a test.", "pause_ms": 100}]}"#;
 /// Worker flags that make polling and leases fast enough for tests (unless a test sets its own).
-const FAST: &[(&str, &str)] = &[("--poll", "0.1"), ("--lease-ttl", "10"), ("--heartbeat", "1")];
+const FAST: &[(&str, &str)] = &[
+    ("--poll", "0.1"),
+    ("--lease-ttl", "10"),
+    ("--heartbeat", "1"),
+];
 
 /// `extra` plus the [`FAST`] flags it does not set itself.
 fn with_fast<'a>(extra: &[&'a str]) -> Vec<&'a str> {
@@ -30,9 +34,10 @@ fn with_fast<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 static DATABASES: AtomicU64 = AtomicU64::new(0);
-/// The kill tests count chunk files in a cache of their own, one test at a time (the second
-/// finds the lecture's speech already cached).
-static KILL_CACHE: Mutex<()> = Mutex::new(());
+/// Tests that render the lecture (long enough to kill, cancel or cut off mid-render) share a cache
+/// of their own, one test at a time: its speech is synthesised once, and the kill tests can count
+/// the chunk files their render adds.
+static LECTURE_CACHE: Mutex<()> = Mutex::new(());
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
@@ -174,6 +179,27 @@ impl Env {
         std::fs::write(&p, v.to_string()).unwrap();
         p
     }
+}
+
+/// An [`Env`] on the lecture cache, and the lock that keeps other lecture tests out meanwhile.
+fn lecture_env(backend: Backend) -> (std::sync::MutexGuard<'static, ()>, Env) {
+    let guard = LECTURE_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut env = Env::new(backend);
+    env.cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("queue-test-lecture-cache");
+    (guard, env)
+}
+
+/// A spec for the lecture (78 s of speech, 8 chunks) at `size`² with a fresh seed.
+fn lecture_spec(env: &Env, size: u32) -> PathBuf {
+    let spec = env.path().join("lecture.json");
+    std::fs::write(
+        &spec,
+        json!({"script": repo("examples/lecture.json"), "portrait": repo("examples/portrait.png"),
+               "output": "lecture.mp4", "framing": "head", "size": [size, size], "seed": run_seed()})
+        .to_string(),
+    )
+    .unwrap();
+    spec
 }
 
 impl Drop for Env {
@@ -424,19 +450,8 @@ fn chunk_files(cache: &Path) -> Vec<PathBuf> {
 /// kill -9 a worker mid-render: its lease expires, another worker takes the job over and reuses
 /// the chunks the dead one finished.
 fn killed_worker(backend: Backend) {
-    let _one_at_a_time = KILL_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let mut env = Env::new(backend);
-    env.cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("queue-test-kill-cache");
-    let portrait = repo("examples/portrait.png");
-    let script = repo("examples/lecture.json");
-    let spec = env.path().join("lecture.json");
-    std::fs::write(
-        &spec,
-        json!({"script": script, "portrait": portrait, "output": "lecture.mp4",
-               "framing": "head", "size": [320, 320], "seed": run_seed()})
-        .to_string(),
-    )
-    .unwrap();
+    let (_one_at_a_time, env) = lecture_env(backend);
+    let spec = lecture_spec(&env, 320);
     let ids = env.enqueue(&[spec], &[]);
     let id = ids[0];
     let before = chunk_files(&env.cache).len();
@@ -536,6 +551,14 @@ fn scrape(addr: &str) -> String {
     text
 }
 
+fn not_found(addr: &str) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(b"GET /other HTTP/1.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+}
+
 fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -587,6 +610,7 @@ fn poisoned_job(backend: Backend) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let text = scrape(&addr);
+    not_found(&addr);
     assert_eq!(metric(&text, "talker_jobs{state=\"failed\"}"), 1.0);
     assert_eq!(metric(&text, "talker_jobs{state=\"succeeded\"}"), 3.0);
     assert_eq!(
@@ -672,6 +696,166 @@ fn sqlite_poisoned_job_fails_after_its_attempts() {
 #[test]
 fn postgres_poisoned_job_fails_after_its_attempts() {
     poisoned_job(Backend::Postgres);
+}
+
+/// A worker killed during the last allowed attempt: the next claim finds the lease expired and,
+/// with no attempt left, marks the job failed with the reason.
+#[test]
+fn an_expired_last_attempt_fails_the_job() {
+    let (_one_at_a_time, env) = lecture_env(Backend::Sqlite);
+    let spec = lecture_spec(&env, 256);
+    let id = env.enqueue(&[spec], &["--max-attempts", "1"])[0];
+    let mut first = env.worker(&["--lease-ttl", "1", "--heartbeat", "0.2"]);
+    first.wait_for("claimed", Duration::from_secs(30));
+    first.child.kill().unwrap();
+    first.finish(Duration::from_secs(10));
+    let mut second = env.worker(&["--drain", "--lease-ttl", "1", "--heartbeat", "0.2"]);
+    assert_eq!(second.finish(Duration::from_secs(60)), 0);
+    assert!(second.events("claimed").is_empty(), "nothing left to claim");
+    let job = env.job(id);
+    assert_eq!(job["state"], "failed");
+    assert_eq!(job["reclaims"], 1);
+    let error = job["last_error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(":{} expired during attempt 1 of 1", first.pid())),
+        "{error}"
+    );
+    assert_eq!(job["attempts_log"][0]["outcome"], "expired");
+}
+
+/// A database that already has a `jobs` table of someone else's: the migration fails with exit 1.
+#[test]
+fn postgres_migration_failure_is_reported() {
+    let env = Env::new(Backend::Postgres);
+    psql(&env.queue, "CREATE TABLE jobs (x int)");
+    let o = env.run("status", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("migration failed"), "{err}");
+}
+
+/// The database refuses the worker's writes mid-render: heartbeats fail, and once a whole lease
+/// has passed without one the worker stops the render (another worker may own the job by now).
+/// When the database is back, the job is reclaimed and finished from the cached chunks.
+#[test]
+fn postgres_outage_stops_the_render_after_a_lease_and_it_resumes() {
+    let (_one_at_a_time, env) = lecture_env(Backend::Postgres);
+    let (server, db) = env.pg.clone().unwrap();
+    let role = format!("{db}_worker");
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    let spec = lecture_spec(&env, 512);
+    let id = env.enqueue(&[spec], &[])[0];
+    // The worker's role may use the (now migrated) tables but not create any.
+    psql(
+        &env.queue,
+        &format!(
+            "GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}"
+        ),
+    );
+    let mut as_role = url::Url::parse(&env.queue).unwrap();
+    as_role.set_username(&role).unwrap();
+    let mut c = talker(env.path());
+    c.env("TALKER_CACHE", &env.cache).args([
+        "worker",
+        "--json",
+        "--drain",
+        "--queue",
+        as_role.as_str(),
+        "--out-root",
+        s(&env.out),
+        "--threads",
+        "1",
+        "--poll",
+        "0.1",
+        "--lease-ttl",
+        "2",
+        "--heartbeat",
+        "0.3",
+    ]);
+    let mut w = Worker::spawn(c);
+    w.wait_for("claimed", Duration::from_secs(30));
+    psql(&env.queue, &format!("REVOKE UPDATE ON jobs FROM {role}"));
+    w.wait_for("warning", Duration::from_secs(30));
+    let t = Instant::now();
+    while !w.events("warning").iter().any(|e| {
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cannot release")
+    }) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "render not stopped: {:?}",
+            w.events.lock().unwrap()
+        );
+        assert!(w.child.try_wait().unwrap().is_none(), "worker exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!env.out.join("lecture.mp4").exists());
+    psql(&env.queue, &format!("GRANT UPDATE ON jobs TO {role}"));
+    assert_eq!(w.finish(Duration::from_secs(300)), 0);
+    let job = env.job(id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["reclaims"], 1);
+    assert!(
+        job["result"]["chunks_reused"].as_u64().unwrap() >= 1,
+        "{job}"
+    );
+    let heartbeat_failures = w
+        .events("warning")
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("heartbeat failed")
+        })
+        .count();
+    assert!(heartbeat_failures >= 2, "{heartbeat_failures}");
+    psql(&env.queue, &format!("DROP OWNED BY {role} CASCADE"));
+    drop(env);
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
+/// Higher priority first, then first come, first served.
+fn priorities(backend: Backend) {
+    let env = Env::new(backend);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    let seed = run_seed();
+    let mut specs = Vec::new();
+    for (i, priority) in [-5, 10, 0, 10].into_iter().enumerate() {
+        let p = env.spec(
+            &format!("p{i}.json"),
+            &script,
+            &portrait,
+            &format!("p{i}.mp4"),
+            seed + i as u64,
+        );
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["priority"] = priority.into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        specs.push(p);
+    }
+    let ids = env.enqueue(&specs, &[]);
+    let mut w = env.worker(&["--drain", "--concurrency", "1"]);
+    assert_eq!(w.finish(Duration::from_secs(120)), 0);
+    let order: Vec<i64> = w
+        .events("claimed")
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(order, [ids[1], ids[3], ids[2], ids[0]]);
+}
+
+#[test]
+fn sqlite_higher_priorities_run_first() {
+    priorities(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_higher_priorities_run_first() {
+    priorities(Backend::Postgres);
 }
 
 /// Specs that try to write outside the output root are refused at enqueue time with exit 2.
@@ -814,15 +998,8 @@ fn the_worker_checks_confinement_again() {
 /// running job after the grace period and the worker exits 0.
 #[test]
 fn cancel_retry_and_shutdown_release_running_jobs() {
-    let env = Env::new(Backend::Sqlite);
-    let spec = env.path().join("long.json");
-    std::fs::write(
-        &spec,
-        json!({"script": repo("examples/lecture.json"), "portrait": repo("examples/portrait.png"),
-               "output": "long.mp4", "size": [512, 512], "seed": run_seed()})
-        .to_string(),
-    )
-    .unwrap();
+    let (_one_at_a_time, env) = lecture_env(Backend::Sqlite);
+    let spec = lecture_spec(&env, 512);
     let id = env.enqueue(&[spec], &[])[0];
     let mut w = env.worker(&["--heartbeat", "0.2", "--grace", "0.3"]);
     w.wait_for("claimed", Duration::from_secs(30));
@@ -952,6 +1129,46 @@ fn queue_locations_and_foreign_files_are_checked() {
         assert_eq!(o.status.code(), Some(code), "{queue}: {err}");
         assert!(err.contains(needle), "{queue}: {err}");
     }
+    let file = d.join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    let q = d.join("ok.sqlite");
+    for (args, needle, code) in [
+        (
+            vec!["status", "--queue", &format!("{}/q.sqlite", s(&file))],
+            "cannot create",
+            1,
+        ),
+        (vec!["status", "--queue", s(&q), "42"], "no job 42", 2),
+        (
+            vec!["worker", "--queue", s(&q), "--metrics", "nonsense"],
+            "--metrics",
+            2,
+        ),
+        (
+            vec!["batch", "--queue", s(&q), s(&d.join("no-such-dir"))],
+            "no-such-dir",
+            1,
+        ),
+        (vec!["batch", "--queue", s(&q), s(d)], "no job specs", 2),
+    ] {
+        let o = talker(d).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = talker(d)
+        .args(["worker", "--queue", s(&q), "--metrics", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--metrics"));
     // TALKER_QUEUE picks the default queue; a sqlite:// URL works like a path.
     let o = talker(d)
         .env(

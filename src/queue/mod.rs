@@ -116,12 +116,6 @@ pub enum QueueError {
     },
     #[error("job {id} cannot be retried: job {other} renders the same content and is {state}")]
     Duplicate { id: i64, other: i64, state: String },
-    #[error("queue {location}: job {id} has a stored spec this talker cannot read: {message}")]
-    BadRow {
-        location: String,
-        id: i64,
-        message: String,
-    },
 }
 
 impl QueueError {

@@ -2,7 +2,8 @@
 //!
 //! Input: a `postgres://` URL. Output: a migrated pool (schema in `migrations/queue-postgres/`).
 //! Invariants: sqlx's migrator holds a PostgreSQL advisory lock while it migrates, so workers that
-//! start together on an empty database do not race; claims skip rows other workers have locked.
+//! start together on an empty database do not race; it runs only when the schema is behind, so a
+//! worker role without CREATE rights works on a migrated database; claims skip locked rows.
 
 use std::time::Duration;
 
@@ -41,6 +42,17 @@ pub(super) async fn connect(url: &str, shown: &str) -> Result<AnyPool, QueueErro
         .connect_with(opts)
         .await
         .map_err(db_err)?;
+    // Workers may run as roles that can use the tables but not create any (sqlx's migrator always
+    // issues CREATE TABLE IF NOT EXISTS); so migrate only when the schema is behind.
+    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let applied: Option<i64> =
+        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&pool)
+            .await
+            .unwrap_or(None);
+    if applied.is_some_and(|v| v >= latest) {
+        return Ok(pool);
+    }
     MIGRATOR
         .run(&pool)
         .await

@@ -7,6 +7,8 @@
 //! so a job is never lost and never claimed twice at once; an attempt row records each claim and
 //! whether its render finished, which is how "no job rendered to completion twice" is checked.
 
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -143,9 +145,17 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A fresh lease token: 128 random bits.
+/// A fresh lease token: 128 bits from SipHash under the OS-random keys of a new `RandomState`
+/// (fastrand's seed is only the clock and thread id, too guessable for tokens shared by hosts).
 fn new_token() -> String {
-    format!("{:032x}", fastrand::u128(..))
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    let keyed = RandomState::new();
+    format!(
+        "{:016x}{:016x}",
+        keyed.hash_one((n, 0u8)),
+        keyed.hash_one((n, 1u8))
+    )
 }
 
 impl Queue {
@@ -183,42 +193,55 @@ impl Queue {
         let output = job.output_path().display().to_string();
         self.rt.block_on(async {
             let mut tx = self.begin().await?;
-            let inserted: Option<i64> = sqlx::query_scalar(self.sql(
-                "INSERT INTO jobs (content_hash, spec, source, output, priority, state, max_attempts, run_at, created_at)
-                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, {now}, {now})
-                 ON CONFLICT (content_hash) WHERE state IN ('queued', 'running') DO NOTHING
-                 RETURNING id",
-            ))
-            .bind(content_hash)
-            .bind(&spec)
-            .bind(source)
-            .bind(&output)
-            .bind(i64::from(job.priority))
-            .bind(i64::from(max_attempts.max(1)))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(self.db_err())?;
-            let out = match inserted {
-                Some(id) => Enqueued {
-                    id,
-                    created: true,
-                    state: "queued".into(),
-                },
-                None => {
-                    let (id, state): (i64, String) = sqlx::query_as(
-                        "SELECT id, state FROM jobs WHERE content_hash = $1 AND state IN ('queued', 'running')",
-                    )
-                    .bind(content_hash)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(self.db_err())?;
-                    Enqueued {
+            // On PostgreSQL the live duplicate can finish between the insert and the lookup;
+            // then the insert is simply tried again.
+            let mut out = None;
+            for _ in 0..3 {
+                let inserted: Option<i64> = sqlx::query_scalar(self.sql(
+                    "INSERT INTO jobs (content_hash, spec, source, output, priority, state, max_attempts, run_at, created_at)
+                     VALUES ($1, $2, $3, $4, $5, 'queued', $6, {now}, {now})
+                     ON CONFLICT (content_hash) WHERE state IN ('queued', 'running') DO NOTHING
+                     RETURNING id",
+                ))
+                .bind(content_hash)
+                .bind(&spec)
+                .bind(source)
+                .bind(&output)
+                .bind(i64::from(job.priority))
+                .bind(i64::from(max_attempts.max(1)))
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.db_err())?;
+                if let Some(id) = inserted {
+                    out = Some(Enqueued {
+                        id,
+                        created: true,
+                        state: "queued".into(),
+                    });
+                    break;
+                }
+                let live: Option<(i64, String)> = sqlx::query_as(
+                    "SELECT id, state FROM jobs WHERE content_hash = $1 AND state IN ('queued', 'running')",
+                )
+                .bind(content_hash)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.db_err())?;
+                if let Some((id, state)) = live {
+                    out = Some(Enqueued {
                         id,
                         created: false,
                         state,
-                    }
+                    });
+                    break;
                 }
-            };
+            }
+            let out = out.ok_or_else(|| QueueError::Db {
+                location: self.location.clone(),
+                error: sqlx::Error::Protocol(
+                    "a job with the same content kept changing state; enqueue again".into(),
+                ),
+            })?;
             tx.commit().await.map_err(self.db_err())?;
             Ok(out)
         })
