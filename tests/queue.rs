@@ -1169,6 +1169,16 @@ fn queue_locations_and_foreign_files_are_checked() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("--metrics"));
+    // A reader that goes away early (`talker status | head`) is not an error.
+    let mut c = talker(d)
+        .args(["status", "--queue", s(&q)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(c.stdout.take());
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // TALKER_QUEUE picks the default queue; a sqlite:// URL works like a path.
     let o = talker(d)
         .env(

@@ -190,7 +190,7 @@ pub fn run_enqueue(args: &EnqueueArgs, global: &Global) -> Result<()> {
         );
     }
     if global.json {
-        println!("{}", serde_json::Value::Array(results));
+        emit(&format!("{}\n", serde_json::Value::Array(results)))?;
     }
     refused_error(refused, args.specs.len())
 }
@@ -270,10 +270,9 @@ pub fn run_worker(args: &WorkerArgs, global: &Global, shutdown: &AtomicBool) -> 
     let listener = bind_metrics(&args.work.metrics, &printer)?;
     let tally = worker::run(&queue, &opts, &printer, shutdown, listener);
     if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(&worker::TallyView::from(tally)).expect("tally serialises")
-        );
+        let tally =
+            serde_json::to_string(&worker::TallyView::from(tally)).expect("tally serialises");
+        emit(&format!("{tally}\n"))?;
     }
     Ok(())
 }
@@ -340,7 +339,7 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
             "specs": specs.len(), "refused": refused, "up_to_date": up_to_date,
             "jobs": rows,
         });
-        println!("{v}");
+        emit(&format!("{v}\n"))?;
     } else {
         printer.say(&format!(
             "batch {}: {} specs, {} up to date, {} rendered, {} not succeeded, {} refused",
@@ -387,11 +386,10 @@ pub fn run_status(args: &StatusArgs, global: &Global) -> Result<()> {
             jobs.push(v);
         }
         let v = serde_json::json!({"queue": queue.location(), "counts": counts, "jobs": jobs});
-        println!("{v}");
-        return Ok(());
+        return emit(&format!("{v}\n"));
     }
-    println!(
-        "queue {}: {} queued, {} running, {} succeeded, {} failed, {} cancelled; {} expired lease(s) reclaimed",
+    let mut text = format!(
+        "queue {}: {} queued, {} running, {} succeeded, {} failed, {} cancelled; {} expired lease(s) reclaimed\n",
         queue.location(),
         counts.queued,
         counts.running,
@@ -401,23 +399,32 @@ pub fn run_status(args: &StatusArgs, global: &Global) -> Result<()> {
         counts.lease_reclaims
     );
     for r in &rows {
-        print_row(r);
+        text.push_str(&row_text(r));
         if !args.ids.is_empty() {
             for a in queue.attempts(r.id)? {
-                println!(
-                    "      attempt {} by {}: {}{}",
+                text.push_str(&format!(
+                    "      attempt {} by {}: {}{}\n",
                     a.attempt,
                     a.worker,
                     a.outcome.as_deref().unwrap_or("running"),
                     a.error.map(|e| format!(": {e}")).unwrap_or_default()
-                );
+                ));
             }
         }
     }
-    Ok(())
+    emit(&text)
 }
 
-fn print_row(r: &JobRow) {
+/// Writes to stdout; a closed pipe (`talker status | head`) is not an error.
+fn emit(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("stdout")(e)),
+        _ => Ok(()),
+    }
+}
+
+fn row_text(r: &JobRow) -> String {
     let detail = match (&r.result, r.state.as_str()) {
         (Some(rep), "succeeded") => format!(
             " ({:.1} s of video in {:.1} s, {}/{} chunks reused)",
@@ -429,15 +436,16 @@ fn print_row(r: &JobRow) {
         (_, "running") => format!(" on {}", r.lease_owner.as_deref().unwrap_or("?")),
         _ => String::new(),
     };
-    println!(
-        "{:>6}  {:<9}  {}/{}  prio {:<4}  {}{}",
+    let mut line = format!(
+        "{:>6}  {:<9}  {}/{}  prio {:<4}  {}{}\n",
         r.id, r.state, r.attempts, r.max_attempts, r.priority, r.output, detail
     );
     if let Some(e) = &r.last_error
         && r.state != "succeeded"
     {
-        println!("        error: {e}");
+        line.push_str(&format!("        error: {e}\n"));
     }
+    line
 }
 
 pub fn run_cancel(args: &JobIdArgs, global: &Global) -> Result<()> {
