@@ -1029,6 +1029,69 @@ fn cancel_retry_and_shutdown_release_running_jobs() {
     );
 }
 
+/// SIGTERM during a render that ends within the grace period: the job succeeds, none is claimed
+/// after the signal, and the worker exits 0.
+#[test]
+fn shutdown_lets_a_running_render_finish_within_the_grace() {
+    let env = Env::new(Backend::Sqlite);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    let seed = run_seed();
+    let specs: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            env.spec(
+                &format!("s{i}.json"),
+                &script,
+                &portrait,
+                &format!("s{i}.mp4"),
+                seed + i,
+            )
+        })
+        .collect();
+    let ids = env.enqueue(&specs, &[]);
+    let mut w = env.worker(&["--grace", "120"]);
+    w.wait_for("claimed", Duration::from_secs(30));
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.finish(Duration::from_secs(120)), 0);
+    assert_eq!(
+        w.events("claimed").len(),
+        1,
+        "no job taken after the signal"
+    );
+    assert!(w.events("released").is_empty());
+    let states: Vec<Value> = ids.iter().map(|id| env.job(*id)["state"].clone()).collect();
+    assert_eq!(states, ["succeeded", "queued"]);
+}
+
+/// SIGTERM stops a batch: its running job is released after the grace period and it exits 130.
+#[test]
+fn an_interrupted_batch_exits_130_and_releases_its_job() {
+    let (_one_at_a_time, env) = lecture_env(Backend::Sqlite);
+    let jobs = env.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::rename(lecture_spec(&env, 512), jobs.join("lecture.json")).unwrap();
+    let mut c = env.cmd(
+        "batch",
+        &[
+            "--json",
+            "--out-root",
+            s(&env.out),
+            "--threads",
+            "1",
+            "--grace",
+            "0.1",
+        ],
+    );
+    c.args(with_fast(&[])).arg(&jobs);
+    let mut batch = Worker::spawn(c);
+    batch.wait_for("claimed", Duration::from_secs(30));
+    batch.signal(libc::SIGTERM);
+    assert_eq!(batch.finish(Duration::from_secs(60)), 130);
+    assert_eq!(batch.events("released").len(), 1);
+    let job = &env.status(&[])["jobs"][0];
+    assert_eq!(job["state"], "queued", "{job}");
+}
+
 /// `talker batch DIR`: renders what changed since its last success, exits 1 when a job failed and
 /// 2 when a spec was refused.
 #[test]

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::net::TcpListener;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -363,7 +364,19 @@ fn run_job(ctx: &Ctx, claim: Claim, stop: &AtomicBool) {
     let ended = std::thread::scope(|s| {
         let beat = s.spawn(|| keep_lease(ctx, id, &token, stop, &finished));
         let ended = match job {
-            Ok(job) => attempt_render(ctx, id, &token, &job, stop),
+            // A panic in the render becomes a failed attempt: otherwise the heartbeat would keep
+            // the lease (and the job) forever.
+            Ok(job) => std::panic::catch_unwind(AssertUnwindSafe(|| {
+                attempt_render(ctx, id, &token, &job, stop)
+            }))
+            .unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("no message");
+                Ended::Failed(format!("the render panicked: {what}"))
+            }),
             Err(e) => Ended::Failed(format!("the stored job cannot be read: {e}")),
         };
         finished.store(true, Ordering::Relaxed);
