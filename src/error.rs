@@ -12,6 +12,8 @@ use crate::face::FaceError;
 use crate::media::MediaError;
 #[cfg(feature = "render")]
 use crate::phonemize::PhonemizeError;
+#[cfg(feature = "render")]
+use crate::queue::{QueueError, SpecError};
 use crate::render::RenderError;
 use crate::script::ScriptError;
 use crate::tts::graph_patch::PatchError;
@@ -54,6 +56,14 @@ pub enum Error {
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
     ThreadLost(String),
+    #[cfg(feature = "render")]
+    #[error(transparent)]
+    JobSpec(#[from] SpecError),
+    #[cfg(feature = "render")]
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error("{failed} of {total} jobs failed; talker status shows their errors")]
+    JobsFailed { failed: usize, total: usize },
 }
 
 impl Error {
@@ -66,10 +76,20 @@ impl Error {
             | Error::VoiceGraph { .. }
             | Error::Rig(_) => 2,
             #[cfg(feature = "render")]
+            Error::JobSpec(_) => 2,
+            #[cfg(feature = "render")]
             Error::Phonemize(PhonemizeError::UnknownVoice(_)) => 2,
             #[cfg(feature = "render")]
             Error::Phonemize(_) | Error::Media(_) => 1,
             Error::Face(e) => {
+                if e.is_bad_input() {
+                    2
+                } else {
+                    1
+                }
+            }
+            #[cfg(feature = "render")]
+            Error::Queue(e) => {
                 if e.is_bad_input() {
                     2
                 } else {
@@ -81,7 +101,8 @@ impl Error {
             | Error::Engine(_)
             | Error::Cache(_)
             | Error::Io { .. }
-            | Error::ThreadLost(_) => 1,
+            | Error::ThreadLost(_)
+            | Error::JobsFailed { .. } => 1,
         }
     }
 
@@ -115,5 +136,27 @@ mod tests {
         );
         assert_eq!(Error::Assets("x".into()).exit_code(), 1);
         assert_eq!(Error::Cancelled.exit_code(), 130);
+        assert_eq!(
+            Error::JobsFailed {
+                failed: 1,
+                total: 2
+            }
+            .exit_code(),
+            1
+        );
+    }
+
+    #[cfg(feature = "render")]
+    #[test]
+    fn queue_errors_split_into_bad_input_and_the_rest() {
+        assert_eq!(Error::Queue(QueueError::NoSuchJob(3)).exit_code(), 2);
+        assert_eq!(
+            Error::Queue(QueueError::Open {
+                location: "q".into(),
+                message: "m".into()
+            })
+            .exit_code(),
+            1
+        );
     }
 }

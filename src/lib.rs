@@ -22,6 +22,8 @@ pub mod plan;
 #[cfg(feature = "render")]
 pub mod preview;
 pub mod progress;
+#[cfg(feature = "render")]
+pub mod queue;
 pub mod render;
 pub mod script;
 #[cfg(feature = "render")]

@@ -53,6 +53,18 @@ fn main() -> ExitCode {
         #[cfg(feature = "render")]
         Command::Bench(args) => cli::render_cmds::run_bench(args, &cli.global),
         Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
+        #[cfg(feature = "render")]
+        Command::Enqueue(args) => cli::queue::run_enqueue(args, &cli.global),
+        #[cfg(feature = "render")]
+        Command::Batch(args) => cli::queue::run_batch(args, &cli.global, &cancel),
+        #[cfg(feature = "render")]
+        Command::Worker(args) => cli::queue::run_worker(args, &cli.global, &cancel),
+        #[cfg(feature = "render")]
+        Command::Status(args) => cli::queue::run_status(args, &cli.global),
+        #[cfg(feature = "render")]
+        Command::Cancel(args) => cli::queue::run_cancel(args, &cli.global),
+        #[cfg(feature = "render")]
+        Command::Retry(args) => cli::queue::run_retry(args, &cli.global),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

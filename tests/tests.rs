@@ -4,6 +4,7 @@ mod bad_input;
 mod cache;
 mod lipsync;
 mod portraits;
+mod queue;
 mod render;
 mod resume;
 mod speech;

@@ -72,6 +72,24 @@ pub enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+    /// Add job specs to the queue; a job whose content is already queued or running is not added twice.
+    #[cfg(feature = "render")]
+    Enqueue(super::queue::EnqueueArgs),
+    /// Enqueue every job spec in DIR whose inputs changed since its last success, then work them.
+    #[cfg(feature = "render")]
+    Batch(super::queue::BatchArgs),
+    /// Take jobs from the queue and render them until stopped (SIGINT/SIGTERM) or, with --drain, done.
+    #[cfg(feature = "render")]
+    Worker(super::queue::WorkerArgs),
+    /// Jobs in the queue: state, attempts, output, last error.
+    #[cfg(feature = "render")]
+    Status(super::queue::StatusArgs),
+    /// Cancel a queued or running job.
+    #[cfg(feature = "render")]
+    Cancel(super::queue::JobIdArgs),
+    /// Queue a failed or cancelled job again, with its attempts reset.
+    #[cfg(feature = "render")]
+    Retry(super::queue::JobIdArgs),
 }
 
 #[derive(Debug, Subcommand)]

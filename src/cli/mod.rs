@@ -3,5 +3,7 @@
 pub mod args;
 pub mod commands;
 #[cfg(feature = "render")]
+pub mod queue;
+#[cfg(feature = "render")]
 pub mod render_cmds;
 pub mod ui;

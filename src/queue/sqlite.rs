@@ -1,0 +1,107 @@
+//! Opening a SQLite queue file for sqlx's `Any` pool.
+//!
+//! Input: the file's path. Output: a migrated pool (schema in `migrations/queue-sqlite/`).
+//! Invariants: WAL journal, a 30 s busy timeout and foreign keys on every connection; the file is
+//! ours (`PRAGMA application_id` "TLKQ") or refused; first-time migration runs under an exclusive
+//! lock on a `.lock` file beside it, so several workers starting at once on a new queue do not
+//! race to create the tables (a lock on the database file itself would break SQLite's own locks).
+
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{AnyPool, ConnectOptions, Executor};
+
+use super::{Dialect, QueueError};
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/queue-sqlite");
+
+/// "TLKQ": tells our queue files from other SQLite files (and from the cache's "TLKC").
+const APPLICATION_ID: i64 = 0x544C_4B51;
+const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1414286161";
+
+pub(super) const DIALECT: Dialect = Dialect {
+    now: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+    begin: "BEGIN IMMEDIATE",
+    skip_locked: "",
+};
+
+pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueError> {
+    let open_err = |message: String| QueueError::Open {
+        location: shown.to_owned(),
+        message,
+    };
+    let db_err = |error| QueueError::Db {
+        location: shown.to_owned(),
+        error,
+    };
+    let path = std::path::absolute(path).map_err(|e| open_err(e.to_string()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let url = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .to_url_lossy();
+    let opts = AnyConnectOptions::from_url(&url)
+        .map_err(db_err)?
+        .disable_statement_logging();
+    let pool = AnyPoolOptions::new()
+        .max_connections(4)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute("PRAGMA busy_timeout = 30000").await?;
+                conn.execute("PRAGMA synchronous = NORMAL").await?;
+                conn.execute("PRAGMA foreign_keys = ON").await?;
+                Ok(())
+            })
+        })
+        .acquire_timeout(Duration::from_secs(60))
+        .connect_with(opts)
+        .await
+        .map_err(db_err)?;
+
+    let mut lock_path = path.clone().into_os_string();
+    lock_path.push(".lock");
+    let lock_path = std::path::PathBuf::from(lock_path);
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| open_err(format!("cannot create {}: {e}", lock_path.display())))?;
+    lock.lock()
+        .map_err(|e| open_err(format!("cannot lock {}: {e}", lock_path.display())))?;
+    let app_id: i64 = sqlx::query_scalar("PRAGMA application_id")
+        .fetch_one(&pool)
+        .await
+        .map_err(db_err)?;
+    if app_id != APPLICATION_ID {
+        let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master")
+            .fetch_one(&pool)
+            .await
+            .map_err(db_err)?;
+        if tables > 0 {
+            pool.close().await;
+            return Err(QueueError::Foreign(shown.to_owned()));
+        }
+        sqlx::query("PRAGMA journal_mode = WAL")
+            .execute(&pool)
+            .await
+            .map_err(db_err)?;
+    }
+    MIGRATOR
+        .run(&pool)
+        .await
+        .map_err(|error| QueueError::Migrate {
+            location: shown.to_owned(),
+            error,
+        })?;
+    if app_id != APPLICATION_ID {
+        sqlx::query(SET_APPLICATION_ID)
+            .execute(&pool)
+            .await
+            .map_err(db_err)?;
+    }
+    drop(lock);
+    Ok(pool)
+}

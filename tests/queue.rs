@@ -1,0 +1,1270 @@
+//! The job queue through real processes and real databases: several `talker worker` processes on
+//! one SQLite file, and the same suite against the PostgreSQL server that scripts/test starts
+//! (its URL in `TALKER_TEST_POSTGRES`). Renders are tiny (one short sentence, 128×128, 10 fps) and
+//! share one cache under the target directory, so speech is synthesised once per machine; every
+//! run uses fresh seeds, so video chunks are really rendered each time.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::util::*;
+
+const SHORT: &str = r#"{"segments": [{"text": "Hello there, this is a test.", "pause_ms": 100}]}"#;
+/// Worker flags that make polling and leases fast enough for tests (unless a test sets its own).
+const FAST: &[(&str, &str)] = &[
+    ("--poll", "0.1"),
+    ("--lease-ttl", "10"),
+    ("--heartbeat", "1"),
+];
+
+/// `extra` plus the [`FAST`] flags it does not set itself.
+fn with_fast<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = extra.to_vec();
+    for (flag, value) in FAST {
+        if !extra.contains(flag) {
+            args.extend([*flag, *value]);
+        }
+    }
+    args
+}
+static DATABASES: AtomicU64 = AtomicU64::new(0);
+/// Tests that render the lecture (long enough to kill, cancel or cut off mid-render) share a cache
+/// of their own, one test at a time: its speech is synthesised once, and the kill tests can count
+/// the chunk files their render adds.
+static LECTURE_CACHE: Mutex<()> = Mutex::new(());
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// One test's queue, output root and files; a PostgreSQL database of its own is dropped at the end.
+struct Env {
+    dir: tempfile::TempDir,
+    queue: String,
+    out: PathBuf,
+    cache: PathBuf,
+    /// (server URL, database) to drop.
+    pg: Option<(String, String)>,
+}
+
+fn postgres_server() -> String {
+    std::env::var("TALKER_TEST_POSTGRES").unwrap_or_else(|_| {
+        panic!(
+            "TALKER_TEST_POSTGRES is not set: run scripts/test, which starts a throwaway PostgreSQL \
+             server and exports its URL (postgres://USER@HOST/DB)"
+        )
+    })
+}
+
+fn psql(url: &str, sql: &str) {
+    let o = Command::new("psql")
+        .args([url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .expect("psql is installed with postgresql");
+    assert!(
+        o.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A number that differs between runs, so chunk keys (seeded) are fresh each time.
+fn run_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    (nanos ^ u64::from(std::process::id()) << 20) % 1_000_000_000 * 1000
+}
+
+impl Env {
+    fn new(backend: Backend) -> Env {
+        assets();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("queue-test-cache");
+        let out = dir.path().join("out");
+        let (queue, pg) = match backend {
+            Backend::Sqlite => (dir.path().join("queue.sqlite").display().to_string(), None),
+            Backend::Postgres => {
+                let server = postgres_server();
+                let name = format!(
+                    "talker_test_{}_{}",
+                    std::process::id(),
+                    DATABASES.fetch_add(1, Ordering::Relaxed)
+                );
+                psql(&server, &format!("CREATE DATABASE {name}"));
+                let mut url = url::Url::parse(&server).expect("TALKER_TEST_POSTGRES is a URL");
+                url.set_path(&name);
+                (url.to_string(), Some((server, name)))
+            }
+        };
+        Env {
+            dir,
+            queue,
+            out,
+            cache,
+            pg,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `talker SUB --queue Q ARGS…` with the shared cache.
+    fn cmd(&self, sub: &str, args: &[&str]) -> Command {
+        let mut c = talker(self.path());
+        c.env("TALKER_CACHE", &self.cache)
+            .arg(sub)
+            .args(["--queue", &self.queue])
+            .args(args);
+        c
+    }
+
+    fn run(&self, sub: &str, args: &[&str]) -> Output {
+        self.cmd(sub, args).output().unwrap()
+    }
+
+    fn enqueue(&self, specs: &[PathBuf], extra: &[&str]) -> Vec<i64> {
+        let mut c = self.cmd("enqueue", &["--json", "--out-root", s(&self.out)]);
+        c.args(extra).args(specs);
+        let o = c.output().unwrap();
+        assert_success(&o);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_i64().unwrap())
+            .collect()
+    }
+
+    fn status(&self, ids: &[i64]) -> Value {
+        let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+        let mut args = vec!["--json"];
+        args.extend(ids.iter().map(String::as_str));
+        let o = self.run("status", &args);
+        assert_success(&o);
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+
+    fn job(&self, id: i64) -> Value {
+        self.status(&[id])["jobs"][0].clone()
+    }
+
+    fn worker(&self, extra: &[&str]) -> Worker {
+        let mut c = self.cmd(
+            "worker",
+            &["--json", "--out-root", s(&self.out), "--threads", "1"],
+        );
+        c.args(with_fast(extra));
+        Worker::spawn(c)
+    }
+
+    /// A job spec in the test folder.
+    fn spec(&self, name: &str, script: &Path, portrait: &Path, output: &str, seed: u64) -> PathBuf {
+        let p = self.path().join(name);
+        let v = json!({
+            "script": script, "portrait": portrait, "output": output,
+            "framing": "head", "size": [128, 128], "fps": 10, "seed": seed,
+            "preset": "ultrafast",
+        });
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    }
+}
+
+/// An [`Env`] on the lecture cache, and the lock that keeps other lecture tests out meanwhile.
+fn lecture_env(backend: Backend) -> (std::sync::MutexGuard<'static, ()>, Env) {
+    let guard = LECTURE_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut env = Env::new(backend);
+    env.cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("queue-test-lecture-cache");
+    (guard, env)
+}
+
+/// A spec for the lecture (78 s of speech, 8 chunks) at `size`² with a fresh seed.
+fn lecture_spec(env: &Env, size: u32) -> PathBuf {
+    let spec = env.path().join("lecture.json");
+    std::fs::write(
+        &spec,
+        json!({"script": repo("examples/lecture.json"), "portrait": repo("examples/portrait.png"),
+               "output": "lecture.mp4", "framing": "head", "size": [size, size], "seed": run_seed()})
+        .to_string(),
+    )
+    .unwrap();
+    spec
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some((server, name)) = &self.pg {
+            psql(
+                server,
+                &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            );
+        }
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A worker process whose JSON events (stderr) are collected as they come; killed if dropped alive.
+struct Worker {
+    child: Child,
+    events: Arc<Mutex<Vec<Value>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    fn spawn(mut c: Command) -> Worker {
+        let mut child = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&events);
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let v = serde_json::from_str(&line).unwrap_or_else(|_| json!({"line": line}));
+                sink.lock().unwrap().push(v);
+            }
+        });
+        Worker {
+            child,
+            events,
+            reader: Some(reader),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn events(&self, kind: &str) -> Vec<Value> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == kind)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits for the first event of `kind`.
+    fn wait_for(&mut self, kind: &str, limit: Duration) -> Value {
+        let t = Instant::now();
+        loop {
+            if let Some(e) = self.events(kind).into_iter().next() {
+                return e;
+            }
+            let exited = self.child.try_wait().ok().flatten().is_some();
+            assert!(
+                t.elapsed() < limit && !exited,
+                "no {kind} event in {limit:?} (worker exited: {exited}): {:?}",
+                self.events.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the process to exit (failing the test after `limit`); returns its status code.
+    fn finish(&mut self, limit: Duration) -> i32 {
+        let t = Instant::now();
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if t.elapsed() > limit {
+                let _ = self.child.kill();
+                panic!(
+                    "worker still running after {limit:?}: {:?}",
+                    self.events.lock().unwrap()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        status.code().unwrap_or(-1)
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: sends a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A playable H.264 + AAC file of about `seconds`.
+fn assert_valid_mp4(path: &Path) {
+    let p = probe(path);
+    let streams = p["streams"].as_array().unwrap();
+    assert!(
+        streams.iter().any(|s| s["codec_name"] == "h264"),
+        "{path:?}"
+    );
+    assert!(streams.iter().any(|s| s["codec_name"] == "aac"), "{path:?}");
+    let d: f64 = p["format"]["duration"].as_str().unwrap().parse().unwrap();
+    assert!(d > 1.0, "{path:?} lasts {d} s");
+}
+
+/// N workers, 40 jobs: every output exists once and plays; every job rendered to completion once.
+fn many_workers(backend: Backend, workers: usize, jobs: usize) {
+    let env = Env::new(backend);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    let seed = run_seed();
+    let specs: Vec<PathBuf> = (0..jobs)
+        .map(|i| {
+            env.spec(
+                &format!("job{i}.json"),
+                &script,
+                &portrait,
+                &format!("batch/job{i:02}.mp4"),
+                seed + i as u64,
+            )
+        })
+        .collect();
+    let ids = env.enqueue(&specs, &[]);
+    assert_eq!(ids.len(), jobs);
+    let again = env.enqueue(&specs[..3], &[]);
+    assert_eq!(again, ids[..3], "re-enqueueing a queued job returns it");
+
+    let t = Instant::now();
+    let mut procs: Vec<Worker> = (0..workers).map(|_| env.worker(&["--drain"])).collect();
+    for w in &mut procs {
+        assert_eq!(w.finish(Duration::from_secs(400)), 0, "a worker failed");
+    }
+    let wall = t.elapsed().as_secs_f64();
+
+    let status = env.status(&ids);
+    let mut audio = 0.0;
+    for job in status["jobs"].as_array().unwrap() {
+        assert_eq!(job["state"], "succeeded", "{job}");
+        assert_eq!(job["attempts"], 1, "{job}");
+        let log = job["attempts_log"].as_array().unwrap();
+        let rendered = log.iter().filter(|a| !a["rendered_at"].is_null()).count();
+        assert_eq!(
+            rendered, 1,
+            "job {} rendered to completion {rendered} times",
+            job["id"]
+        );
+        assert_eq!(log.len(), 1, "{job}");
+        audio += job["result"]["audio_seconds"].as_f64().unwrap();
+    }
+    let succeeded: Vec<i64> = procs
+        .iter()
+        .flat_map(|w| w.events("succeeded"))
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    let mut unique = succeeded.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(succeeded.len(), jobs, "success events");
+    assert_eq!(unique.len(), jobs, "no job succeeded twice");
+    let expected: Vec<String> = (0..jobs).map(|i| format!("batch/job{i:02}.mp4")).collect();
+    assert_eq!(
+        files_under(&env.out),
+        expected,
+        "each output once, no temp files"
+    );
+    for f in &expected {
+        assert_valid_mp4(&env.out.join(f));
+    }
+    let per_worker: Vec<usize> = procs.iter().map(|w| w.events("succeeded").len()).collect();
+    eprintln!(
+        "{backend:?}: {jobs} jobs on {workers} workers in {wall:.1} s = {:.2} jobs/s, {:.1} s of video ({:.2}x real time overall); jobs per worker {per_worker:?}",
+        jobs as f64 / wall,
+        audio,
+        audio / wall
+    );
+}
+
+#[test]
+fn sqlite_four_workers_forty_jobs() {
+    many_workers(Backend::Sqlite, 4, 40);
+}
+
+#[test]
+fn postgres_two_workers_forty_jobs() {
+    many_workers(Backend::Postgres, 2, 40);
+}
+
+/// Chunk files (finished, not temp) in the cache.
+fn chunk_files(cache: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![cache.join("chunks")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "mkv")
+                && !e.file_name().to_string_lossy().starts_with('.')
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// kill -9 a worker mid-render: its lease expires, another worker takes the job over and reuses
+/// the chunks the dead one finished.
+fn killed_worker(backend: Backend) {
+    let (_one_at_a_time, env) = lecture_env(backend);
+    let spec = lecture_spec(&env, 320);
+    let ids = env.enqueue(&[spec], &[]);
+    let id = ids[0];
+    let before = chunk_files(&env.cache).len();
+
+    let mut first = env.worker(&["--lease-ttl", "3", "--heartbeat", "0.5"]);
+    first.wait_for("claimed", Duration::from_secs(30));
+    let t = Instant::now();
+    // Three files, so at least two are also recorded in the cache's database (a chunk's file is
+    // renamed into place just before its row is written).
+    while chunk_files(&env.cache).len() < before + 3 {
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "no chunk finished: {:?}",
+            first.events.lock().unwrap()
+        );
+        assert!(
+            first.child.try_wait().unwrap().is_none(),
+            "worker ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.child.kill().unwrap();
+    first.finish(Duration::from_secs(10));
+    let finished_by_first = chunk_files(&env.cache).len() - before;
+    let job = env.job(id);
+    assert_eq!(
+        job["state"], "running",
+        "the job was still rendering: {job}"
+    );
+    assert_eq!(
+        job["lease_owner"]
+            .as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap(),
+        first.pid().to_string()
+    );
+    assert!(!env.out.join("lecture.mp4").exists());
+
+    let t = Instant::now();
+    let mut second = env.worker(&["--drain", "--lease-ttl", "3", "--heartbeat", "0.5"]);
+    assert_eq!(second.finish(Duration::from_secs(400)), 0);
+    let took_over = t.elapsed().as_secs_f64();
+    let claimed = second.events("claimed");
+    assert_eq!(claimed[0]["reclaimed"], 1, "{claimed:?}");
+
+    let job = env.job(id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2);
+    assert_eq!(job["reclaims"], 1);
+    let log = job["attempts_log"].as_array().unwrap();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[0]["outcome"], "expired");
+    assert!(log[0]["rendered_at"].is_null());
+    assert_eq!(log[1]["outcome"], "succeeded");
+    let r = &job["result"];
+    let (reused, chunks) = (
+        r["chunks_reused"].as_u64().unwrap(),
+        r["chunks"].as_u64().unwrap(),
+    );
+    assert!(reused >= 2, "chunks reused: {reused} of {chunks}");
+    assert!(
+        reused < chunks,
+        "the killed worker had not finished every chunk"
+    );
+    assert_eq!(files_under(&env.out), ["lecture.mp4"], "no temp files left");
+    assert_valid_mp4(&env.out.join("lecture.mp4"));
+    eprintln!(
+        "{backend:?} kill -9: first worker finished {finished_by_first} chunk(s) before the kill; \
+         the second reused {reused} of {chunks} chunks and {} cached sentences (synthesised {}), \
+         render {:.1} s, {took_over:.1} s from start to done including the lease expiry",
+        r["phrase_hits"],
+        r["speech"]["synthesized"],
+        r["wall_seconds"].as_f64().unwrap()
+    );
+}
+
+#[test]
+fn sqlite_killed_worker_is_taken_over_and_work_reused() {
+    killed_worker(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_killed_worker_is_taken_over_and_work_reused() {
+    killed_worker(Backend::Postgres);
+}
+
+fn scrape(addr: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text
+}
+
+fn not_found(addr: &str) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(b"GET /other HTTP/1.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{series} missing in\n{text}"))
+}
+
+/// A job with a bad portrait fails after its attempts with the error kept; the others succeed;
+/// metrics count it all; SIGTERM stops the idle worker cleanly.
+fn poisoned_job(backend: Backend) {
+    let env = Env::new(backend);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    let bad = env.path().join("bad.png");
+    std::fs::write(&bad, b"this is not an image").unwrap();
+    let seed = run_seed();
+    let mut specs = vec![env.spec("poison.json", &script, &bad, "poison.mp4", seed)];
+    for i in 0..3 {
+        specs.push(env.spec(
+            &format!("good{i}.json"),
+            &script,
+            &portrait,
+            &format!("good{i}.mp4"),
+            seed + 1 + i,
+        ));
+    }
+    let ids = env.enqueue(&specs, &["--max-attempts", "3"]);
+    let mut w = env.worker(&[
+        "--backoff-base",
+        "0.05",
+        "--backoff-cap",
+        "0.2",
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    let addr = w.wait_for("metrics", Duration::from_secs(30))["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = Instant::now();
+    loop {
+        let c = &env.status(&[])["counts"];
+        if c["queued"] == 0 && c["running"] == 0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "jobs still live: {c}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = scrape(&addr);
+    not_found(&addr);
+    assert_eq!(metric(&text, "talker_jobs{state=\"failed\"}"), 1.0);
+    assert_eq!(metric(&text, "talker_jobs{state=\"succeeded\"}"), 3.0);
+    assert_eq!(
+        metric(&text, "talker_worker_attempts_total{outcome=\"retry\"}"),
+        2.0
+    );
+    assert_eq!(
+        metric(&text, "talker_worker_attempts_total{outcome=\"failed\"}"),
+        1.0
+    );
+    assert_eq!(metric(&text, "talker_render_seconds_count"), 3.0);
+    assert!(metric(&text, "talker_realtime_factor") > 0.0);
+    assert_eq!(metric(&text, "talker_queue_lease_reclaims_total"), 0.0);
+    assert!(metric(&text, "talker_cache_hit_ratio{cache=\"phrase\"}") > 0.0);
+
+    w.signal(libc::SIGTERM);
+    assert_eq!(
+        w.finish(Duration::from_secs(30)),
+        0,
+        "clean shutdown exits 0"
+    );
+
+    let poison = env.job(ids[0]);
+    assert_eq!(poison["state"], "failed");
+    assert_eq!(poison["attempts"], 3);
+    assert!(
+        poison["last_error"].as_str().unwrap().contains("bad.png"),
+        "{poison}"
+    );
+    let outcomes: Vec<&str> = poison["attempts_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["retry", "retry", "failed"]);
+    for id in &ids[1..] {
+        assert_eq!(env.job(*id)["state"], "succeeded");
+    }
+    let human = env.run("status", &[]);
+    assert_success(&human);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("failed") && text.contains("error: ") && text.contains("bad.png"),
+        "{text}"
+    );
+    assert!(!env.out.join("poison.mp4").exists());
+
+    // The user fixes nothing but asks again: retry resets the attempts.
+    assert_success(&env.run("retry", &[&ids[0].to_string()]));
+    let again = env.job(ids[0]);
+    assert_eq!(
+        (again["state"].as_str(), again["attempts"].as_i64()),
+        (Some("queued"), Some(0))
+    );
+    let refused = |sub: &str, id: i64, needle: &str| {
+        let o = env.run(sub, &[&id.to_string()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{sub} {id}: {err}");
+        assert!(err.contains(needle), "{sub} {id}: {err}");
+    };
+    refused("retry", ids[0], "only failed or cancelled jobs");
+    refused("retry", ids[1], "is succeeded");
+    refused("cancel", ids[1], "only queued or running jobs");
+    refused("cancel", 999_999, "no job 999999");
+    assert_success(&env.run("cancel", &[&ids[0].to_string()]));
+    assert_eq!(env.job(ids[0])["state"], "cancelled");
+    // An identical job enqueued meanwhile blocks a retry of the cancelled one.
+    let dup = env.enqueue(&specs[..1], &[]);
+    assert_ne!(dup[0], ids[0]);
+    refused(
+        "retry",
+        ids[0],
+        &format!("job {} renders the same content", dup[0]),
+    );
+}
+
+#[test]
+fn sqlite_poisoned_job_fails_after_its_attempts() {
+    poisoned_job(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_poisoned_job_fails_after_its_attempts() {
+    poisoned_job(Backend::Postgres);
+}
+
+/// A worker killed during the last allowed attempt: the next claim finds the lease expired and,
+/// with no attempt left, marks the job failed with the reason.
+#[test]
+fn an_expired_last_attempt_fails_the_job() {
+    let (_one_at_a_time, env) = lecture_env(Backend::Sqlite);
+    let spec = lecture_spec(&env, 256);
+    let id = env.enqueue(&[spec], &["--max-attempts", "1"])[0];
+    let mut first = env.worker(&["--lease-ttl", "1", "--heartbeat", "0.2"]);
+    first.wait_for("claimed", Duration::from_secs(30));
+    first.child.kill().unwrap();
+    first.finish(Duration::from_secs(10));
+    let mut second = env.worker(&["--drain", "--lease-ttl", "1", "--heartbeat", "0.2"]);
+    assert_eq!(second.finish(Duration::from_secs(60)), 0);
+    assert!(second.events("claimed").is_empty(), "nothing left to claim");
+    let job = env.job(id);
+    assert_eq!(job["state"], "failed");
+    assert_eq!(job["reclaims"], 1);
+    let error = job["last_error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(":{} expired during attempt 1 of 1", first.pid())),
+        "{error}"
+    );
+    assert_eq!(job["attempts_log"][0]["outcome"], "expired");
+}
+
+/// A database that already has a `jobs` table of someone else's: the migration fails with exit 1.
+#[test]
+fn postgres_migration_failure_is_reported() {
+    let env = Env::new(Backend::Postgres);
+    psql(&env.queue, "CREATE TABLE jobs (x int)");
+    let o = env.run("status", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("migration failed"), "{err}");
+}
+
+/// The database refuses the worker's writes mid-render: heartbeats fail, and once a whole lease
+/// has passed without one the worker stops the render (another worker may own the job by now).
+/// When the database is back, the job is reclaimed and finished from the cached chunks.
+#[test]
+fn postgres_outage_stops_the_render_after_a_lease_and_it_resumes() {
+    let (_one_at_a_time, env) = lecture_env(Backend::Postgres);
+    let (server, db) = env.pg.clone().unwrap();
+    let role = format!("{db}_worker");
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    let spec = lecture_spec(&env, 512);
+    let id = env.enqueue(&[spec], &[])[0];
+    // The worker's role may use the (now migrated) tables but not create any.
+    psql(
+        &env.queue,
+        &format!(
+            "GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}"
+        ),
+    );
+    let mut as_role = url::Url::parse(&env.queue).unwrap();
+    as_role.set_username(&role).unwrap();
+    let mut c = talker(env.path());
+    c.env("TALKER_CACHE", &env.cache).args([
+        "worker",
+        "--json",
+        "--drain",
+        "--queue",
+        as_role.as_str(),
+        "--out-root",
+        s(&env.out),
+        "--threads",
+        "1",
+        "--poll",
+        "0.1",
+        "--lease-ttl",
+        "2",
+        "--heartbeat",
+        "0.3",
+    ]);
+    let mut w = Worker::spawn(c);
+    w.wait_for("claimed", Duration::from_secs(30));
+    psql(&env.queue, &format!("REVOKE UPDATE ON jobs FROM {role}"));
+    w.wait_for("warning", Duration::from_secs(30));
+    let t = Instant::now();
+    while !w.events("warning").iter().any(|e| {
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cannot release")
+    }) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "render not stopped: {:?}",
+            w.events.lock().unwrap()
+        );
+        assert!(w.child.try_wait().unwrap().is_none(), "worker exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!env.out.join("lecture.mp4").exists());
+    psql(&env.queue, &format!("GRANT UPDATE ON jobs TO {role}"));
+    assert_eq!(w.finish(Duration::from_secs(300)), 0);
+    let job = env.job(id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["reclaims"], 1);
+    assert!(
+        job["result"]["chunks_reused"].as_u64().unwrap() >= 1,
+        "{job}"
+    );
+    let heartbeat_failures = w
+        .events("warning")
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("heartbeat failed")
+        })
+        .count();
+    assert!(heartbeat_failures >= 2, "{heartbeat_failures}");
+    psql(&env.queue, &format!("DROP OWNED BY {role} CASCADE"));
+    drop(env);
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
+/// Higher priority first, then first come, first served.
+fn priorities(backend: Backend) {
+    let env = Env::new(backend);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    let seed = run_seed();
+    let mut specs = Vec::new();
+    for (i, priority) in [-5, 10, 0, 10].into_iter().enumerate() {
+        let p = env.spec(
+            &format!("p{i}.json"),
+            &script,
+            &portrait,
+            &format!("p{i}.mp4"),
+            seed + i as u64,
+        );
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["priority"] = priority.into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        specs.push(p);
+    }
+    let ids = env.enqueue(&specs, &[]);
+    let mut w = env.worker(&["--drain", "--concurrency", "1"]);
+    assert_eq!(w.finish(Duration::from_secs(120)), 0);
+    let order: Vec<i64> = w
+        .events("claimed")
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(order, [ids[1], ids[3], ids[2], ids[0]]);
+}
+
+#[test]
+fn sqlite_higher_priorities_run_first() {
+    priorities(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_higher_priorities_run_first() {
+    priorities(Backend::Postgres);
+}
+
+/// Specs that try to write outside the output root are refused at enqueue time with exit 2.
+fn malicious_specs(backend: Backend) {
+    let env = Env::new(backend);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    let outside = env.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(&env.out).unwrap();
+    std::os::unix::fs::symlink(&outside, env.out.join("link")).unwrap();
+    std::os::unix::fs::symlink(outside.join("x.mp4"), env.out.join("trap.mp4")).unwrap();
+    let cases = [
+        ("dotdot.json", "../escape.mp4", "\"..\""),
+        ("deep.json", "a/../../escape.mp4", "\"..\""),
+        ("absolute.json", "/tmp/talker-escape.mp4", "absolute"),
+        ("symlink-dir.json", "link/escape.mp4", "leads outside"),
+        ("symlink-file.json", "trap.mp4", "dangling symlink"),
+        ("not-mp4.json", "notes.txt", ".mp4"),
+    ];
+    for (name, output, needle) in cases {
+        let spec = env.spec(name, &script, &portrait, output, 1);
+        let o = env.run("enqueue", &["--out-root", s(&env.out), s(&spec)]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(name) && err.contains("output: "),
+            "{name}: {err}"
+        );
+        assert!(err.contains(needle), "{name}: expected {needle:?} in {err}");
+    }
+    // Bad fields elsewhere name the file and the field too; the good spec among them is enqueued.
+    let typo = env.path().join("typo.json");
+    std::fs::write(
+        &typo,
+        r#"{"script": "short.json", "portrait": "p.png", "ouptut": "a.mp4"}"#,
+    )
+    .unwrap();
+    let missing = env.spec(
+        "missing.json",
+        &env.path().join("nope.json"),
+        &portrait,
+        "m.mp4",
+        1,
+    );
+    let good = env.spec("good.json", &script, &portrait, "good.mp4", 1);
+    let o = env.run(
+        "enqueue",
+        &["--out-root", s(&env.out), s(&typo), s(&missing), s(&good)],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("typo.json: ouptut: unknown field; did you mean \"output\"?"),
+        "{err}"
+    );
+    assert!(
+        err.contains("missing.json: script: ") && err.contains("nope.json"),
+        "{err}"
+    );
+    assert!(err.contains("2 of 3 job specs refused"), "{err}");
+    let jobs = env.status(&[]);
+    assert_eq!(
+        jobs["jobs"].as_array().unwrap().len(),
+        1,
+        "only the good spec: {jobs}"
+    );
+    assert!(files_under(&outside).is_empty(), "nothing written outside");
+    assert!(!Path::new("/tmp/talker-escape.mp4").exists());
+}
+
+#[test]
+fn sqlite_malicious_specs_are_refused() {
+    malicious_specs(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_malicious_specs_are_refused() {
+    malicious_specs(Backend::Postgres);
+}
+
+/// The worker checks confinement again before writing: a job from another root, or a folder that
+/// became a symlink out of the root after enqueue, fails instead of writing outside.
+#[test]
+fn the_worker_checks_confinement_again() {
+    let env = Env::new(Backend::Sqlite);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    std::fs::create_dir_all(env.out.join("sub")).unwrap();
+    let swapped = env.spec("swapped.json", &script, &portrait, "sub/a.mp4", 3);
+    let ids = env.enqueue(&[swapped], &["--max-attempts", "1"]);
+    let outside = env.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::remove_dir(env.out.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&outside, env.out.join("sub")).unwrap();
+
+    let other_root = env.path().join("other-root");
+    let foreign = env.spec("foreign.json", &script, &portrait, "b.mp4", 4);
+    let o = env.run(
+        "enqueue",
+        &[
+            "--json",
+            "--out-root",
+            s(&other_root),
+            "--max-attempts",
+            "1",
+            s(&foreign),
+        ],
+    );
+    assert_success(&o);
+    let foreign_id = serde_json::from_slice::<Value>(&o.stdout).unwrap()[0]["id"]
+        .as_i64()
+        .unwrap();
+
+    let mut w = env.worker(&["--drain"]);
+    assert_eq!(w.finish(Duration::from_secs(120)), 0);
+    let job = env.job(ids[0]);
+    assert_eq!(job["state"], "failed");
+    assert!(
+        job["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("leads outside"),
+        "{job}"
+    );
+    let job = env.job(foreign_id);
+    assert_eq!(job["state"], "failed");
+    assert!(
+        job["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("outside this worker's output root"),
+        "{job}"
+    );
+    assert!(files_under(&outside).is_empty());
+    assert!(!other_root.join("b.mp4").exists());
+}
+
+/// Cancel stops a running render at the next heartbeat; retry queues it again; SIGTERM releases a
+/// running job after the grace period and the worker exits 0.
+#[test]
+fn cancel_retry_and_shutdown_release_running_jobs() {
+    let (_one_at_a_time, env) = lecture_env(Backend::Sqlite);
+    let spec = lecture_spec(&env, 512);
+    let id = env.enqueue(&[spec], &[])[0];
+    let mut w = env.worker(&["--heartbeat", "0.2", "--grace", "0.3"]);
+    w.wait_for("claimed", Duration::from_secs(30));
+    assert_success(&env.run("cancel", &[&id.to_string()]));
+    w.wait_for("lease_lost", Duration::from_secs(30));
+    let job = env.job(id);
+    assert_eq!(job["state"], "cancelled");
+    assert_eq!(job["attempts_log"][0]["outcome"], "cancelled");
+
+    assert_success(&env.run("retry", &[&id.to_string()]));
+    let t = Instant::now();
+    while w.events("claimed").len() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(30), "not claimed again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.finish(Duration::from_secs(60)), 0);
+    assert_eq!(w.events("released").len(), 1);
+    let job = env.job(id);
+    assert_eq!(job["state"], "queued", "released: {job}");
+    assert_eq!(job["attempts"], 0, "a released attempt does not count");
+    assert_eq!(job["attempts_log"][1]["outcome"], "released");
+    assert!(
+        files_under(&env.out).is_empty(),
+        "nothing published: {:?}",
+        files_under(&env.out)
+    );
+}
+
+/// SIGTERM during a render that ends within the grace period: the job succeeds, none is claimed
+/// after the signal, and the worker exits 0.
+#[test]
+fn shutdown_lets_a_running_render_finish_within_the_grace() {
+    let env = Env::new(Backend::Sqlite);
+    let script = write_script(env.path(), "short.json", SHORT);
+    let portrait = repo("examples/portrait.png");
+    let seed = run_seed();
+    let specs: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            env.spec(
+                &format!("s{i}.json"),
+                &script,
+                &portrait,
+                &format!("s{i}.mp4"),
+                seed + i,
+            )
+        })
+        .collect();
+    let ids = env.enqueue(&specs, &[]);
+    let mut w = env.worker(&["--grace", "120"]);
+    w.wait_for("claimed", Duration::from_secs(30));
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.finish(Duration::from_secs(120)), 0);
+    assert_eq!(
+        w.events("claimed").len(),
+        1,
+        "no job taken after the signal"
+    );
+    assert!(w.events("released").is_empty());
+    let states: Vec<Value> = ids.iter().map(|id| env.job(*id)["state"].clone()).collect();
+    assert_eq!(states, ["succeeded", "queued"]);
+}
+
+/// SIGTERM stops a batch: its running job is released after the grace period and it exits 130.
+#[test]
+fn an_interrupted_batch_exits_130_and_releases_its_job() {
+    let (_one_at_a_time, env) = lecture_env(Backend::Sqlite);
+    let jobs = env.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::rename(lecture_spec(&env, 512), jobs.join("lecture.json")).unwrap();
+    let mut c = env.cmd(
+        "batch",
+        &[
+            "--json",
+            "--out-root",
+            s(&env.out),
+            "--threads",
+            "1",
+            "--grace",
+            "0.1",
+        ],
+    );
+    c.args(with_fast(&[])).arg(&jobs);
+    let mut batch = Worker::spawn(c);
+    batch.wait_for("claimed", Duration::from_secs(30));
+    batch.signal(libc::SIGTERM);
+    assert_eq!(batch.finish(Duration::from_secs(60)), 130);
+    assert_eq!(batch.events("released").len(), 1);
+    let job = &env.status(&[])["jobs"][0];
+    assert_eq!(job["state"], "queued", "{job}");
+}
+
+/// `talker batch DIR`: renders what changed since its last success, exits 1 when a job failed and
+/// 2 when a spec was refused.
+#[test]
+fn batch_renders_only_what_changed() {
+    let env = Env::new(Backend::Sqlite);
+    let jobs = env.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    let script_a = write_script(env.path(), "a.json", SHORT);
+    let script_b = write_script(
+        env.path(),
+        "b.json",
+        r#"{"segments": [{"text": "A second, different line.", "pause_ms": 100}]}"#,
+    );
+    let portrait = repo("examples/portrait.png");
+    let seed = run_seed();
+    for (name, script, seed) in [("a", &script_a, seed), ("b", &script_b, seed + 1)] {
+        let spec = env.spec(
+            &format!("spec-{name}.json"),
+            script,
+            &portrait,
+            &format!("{name}.mp4"),
+            seed,
+        );
+        std::fs::rename(&spec, jobs.join(format!("{name}.json"))).unwrap();
+    }
+    let batch = |extra: &[&str]| {
+        let mut args = vec!["--json", "--out-root", s(&env.out), "--threads", "1"];
+        args.extend(with_fast(extra));
+        args.push(s(&jobs));
+        env.run("batch", &args)
+    };
+    let o = batch(&[]);
+    assert_success(&o);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["up_to_date"], 0);
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(files_under(&env.out), ["a.mp4", "b.mp4"]);
+
+    let o = batch(&[]);
+    assert_success(&o);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["up_to_date"], 2, "nothing changed: {v}");
+    assert!(v["jobs"].as_array().unwrap().is_empty());
+
+    std::fs::write(&script_b, SHORT.replace("a test", "a changed test")).unwrap();
+    let o = batch(&[]);
+    assert_success(&o);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["up_to_date"], 1, "{v}");
+    let b = env.out.canonicalize().unwrap().join("b.mp4");
+    assert_eq!(v["jobs"][0]["output"], s(&b));
+
+    let bad = env.path().join("bad.png");
+    std::fs::write(&bad, b"not an image").unwrap();
+    let poison = env.spec("spec-poison.json", &script_a, &bad, "poison.mp4", seed);
+    std::fs::rename(&poison, jobs.join("poison.json")).unwrap();
+    let o = batch(&["--max-attempts", "1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1 of 1 jobs failed"));
+
+    std::fs::write(jobs.join("broken.json"), "{").unwrap();
+    let o = batch(&["--max-attempts", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("broken.json: line 1"), "{err}");
+}
+
+#[test]
+fn queue_locations_and_foreign_files_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let foreign = d.join("foreign.sqlite");
+    let o = Command::new("sqlite3")
+        .arg(&foreign)
+        .arg("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+        .output()
+        .expect("sqlite3 is installed");
+    assert!(o.status.success());
+    for (queue, needle, code) in [
+        (s(&foreign).to_owned(), "another program", 2),
+        ("mysql://db/x".to_owned(), "not a queue location", 2),
+        (
+            "postgres://nobody@localhost:1/none".to_owned(),
+            "queue postgres://nobody@localhost:1/none",
+            1,
+        ),
+    ] {
+        let o = talker(d)
+            .args(["status", "--queue", &queue])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{queue}: {err}");
+        assert!(err.contains(needle), "{queue}: {err}");
+    }
+    let file = d.join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    let q = d.join("ok.sqlite");
+    for (args, needle, code) in [
+        (
+            vec!["status", "--queue", &format!("{}/q.sqlite", s(&file))],
+            "cannot create",
+            1,
+        ),
+        (vec!["status", "--queue", s(&q), "42"], "no job 42", 2),
+        (
+            vec!["worker", "--queue", s(&q), "--metrics", "nonsense"],
+            "--metrics",
+            2,
+        ),
+        (
+            vec!["batch", "--queue", s(&q), s(&d.join("no-such-dir"))],
+            "no-such-dir",
+            1,
+        ),
+        (vec!["batch", "--queue", s(&q), s(d)], "no job specs", 2),
+    ] {
+        let o = talker(d).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = talker(d)
+        .args(["worker", "--queue", s(&q), "--metrics", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--metrics"));
+    // A reader that goes away early (`talker status | head`) is not an error.
+    let mut c = talker(d)
+        .args(["status", "--queue", s(&q)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(c.stdout.take());
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // TALKER_QUEUE picks the default queue; a sqlite:// URL works like a path.
+    let o = talker(d)
+        .env(
+            "TALKER_QUEUE",
+            format!("sqlite://{}", d.join("env.sqlite").display()),
+        )
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    assert_success(&o);
+    assert!(d.join("env.sqlite").is_file());
+    let o = talker(d)
+        .args([
+            "worker",
+            "--lease-ttl",
+            "1",
+            "--heartbeat",
+            "2",
+            "--queue",
+            s(&d.join("q.sqlite")),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("shorter than --lease-ttl"));
+}
