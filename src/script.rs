@@ -294,7 +294,8 @@ fn join(at: &str, key: &str) -> String {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// How a JSON value reads in an error message ("a string", "an array"); job specs use it too.
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -305,7 +306,8 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-fn did_you_mean<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+/// The allowed key closest to a misspelt one, if any is close; job specs use it too.
+pub(crate) fn did_you_mean<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
     let lower = key.to_lowercase();
     allowed
         .iter()

@@ -65,13 +65,8 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> RenderOptions {
 pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBool) -> Result<()> {
     let opts = render_options(args, global);
     let report = render(&opts, ui, cancel)?;
-    if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else if !global.quiet {
-        ui.say(&format!(
+    announce(global, ui, &report, || {
+        format!(
             "wrote {} ({:.1} s, {} frames, {}x{}) in {:.1} s: {:.1}x real time; {} of {} chunks reused",
             report.output.display(),
             report.audio_seconds,
@@ -82,8 +77,8 @@ pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBo
             report.audio_seconds / report.wall_seconds.max(1e-9),
             report.chunks_reused,
             report.chunks
-        ));
-    }
+        )
+    });
     Ok(())
 }
 
@@ -135,18 +130,30 @@ pub fn run_preview(args: &PreviewArgs, global: &Global, ui: &Ui) -> Result<()> {
         no_cache: false,
     };
     let report = talker::preview::preview(&render_options(&render, global), &args.output, ui)?;
-    if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else if !global.quiet {
-        ui.say(&format!(
+    announce(global, ui, &report, || {
+        format!(
             "wrote {}: {} cells, {} of 15 visemes taken from the script's speech",
             args.output.display(),
             report.cells,
             report.found_in_script
-        ));
-    }
+        )
+    });
     Ok(())
+}
+
+/// A command's result: one JSON object on stdout with `--json`, a sentence for people otherwise.
+fn announce<T: serde::Serialize>(
+    global: &Global,
+    ui: &Ui,
+    report: &T,
+    say: impl FnOnce() -> String,
+) {
+    if global.json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("report serialises")
+        );
+    } else if !global.quiet {
+        ui.say(&say());
+    }
 }

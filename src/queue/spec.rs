@@ -20,7 +20,7 @@ use crate::assets::Assets;
 use crate::look::Framing;
 use crate::media::X264_PRESETS;
 use crate::pipeline::{CacheLocation, RenderOptions};
-use crate::script::Script;
+use crate::script::{Script, did_you_mean, kind};
 use crate::tts::batch::BatchLimits;
 
 /// Specs are a few hundred bytes; anything this large is not one.
@@ -347,27 +347,6 @@ fn size(v: &Value) -> Result<(u32, u32), Fail> {
         return fail("size", format!("{w}x{h} has an odd side; {fix}"));
     }
     Ok((w, h))
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn did_you_mean<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
-    let lower = key.to_lowercase();
-    allowed
-        .iter()
-        .map(|a| (strsim::jaro_winkler(&lower, a), *a))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, a)| a)
 }
 
 /// Canonicalises the output root, creating it when missing (so `--out-root` may name a new folder).
