@@ -10,13 +10,11 @@ use clap::Parser;
 use cli::args::{Cli, Command};
 use cli::ui::Ui;
 
-/// Large buffers (the voice model's activations, about 20 MB per second of speech) go straight to
-/// mmap and back to the system when freed, and few malloc arenas are kept: without this, glibc
-/// holds on to freed activation memory and peak RSS grows by a third (measured in the README).
+/// Few malloc arenas: every worker thread otherwise gets its own, each keeping its freed memory,
+/// and peak RSS grows with the thread count.
 fn bound_heap() {
     // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
