@@ -195,6 +195,16 @@ pub fn hash_file(path: &std::path::Path) -> Result<[u8; 32]> {
     Ok(hasher.finalize().into())
 }
 
+/// Hands memory freed during a call (output copies, buffers outside ONNX Runtime's arena) back to
+/// the system after each call, so it does not pile up in glibc's arenas over a long script.
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; no pointer is invalidated.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,17 +215,5 @@ mod tests {
         let out = normalize_peak(vec![0.1, -0.45, 0.2]);
         assert!((out[1] + PEAK).abs() < 1e-6);
         assert!((out[0] - 0.1 * PEAK / 0.45).abs() < 1e-6);
-    }
-}
-
-/// Hands the model's freed activations (about 20 MB per second of audio in a call) back to the
-/// system after each call, so peak RSS stays near one call's need however long the script. Trimming
-/// once per call is far cheaper than forcing every large allocation through mmap, which faults fresh
-/// pages in for each layer (measured: 40% slower synthesis).
-fn release_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; no pointer is invalidated.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
