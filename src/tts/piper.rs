@@ -64,11 +64,11 @@ impl PiperModel {
         // ONNX Runtime's arena keeps the largest call's activations (about 20 MB per second of
         // audio) for the life of the session. That is bounded, because sentences are split at 110
         // characters, and it is what makes synthesis as fast as piper-tts: without the arena every
-        // layer's buffers are fresh pages from the kernel (measured: 40% slower). No memory
+        // layer's buffers are fresh pages from the kernel (measured: half as fast). No memory
         // pattern: shapes change with every sentence. No spinning: the chunk workers need the
         // cores while synthesis waits.
         let session = Session::builder(env)?
-            .with_execution_providers([ort::ep::CPU::default().build()])
+            .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(true).build()])
             .map_err(ort::Error::from)?
             .with_memory_pattern(false)
             .map_err(ort::Error::from)?
