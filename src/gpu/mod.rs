@@ -9,6 +9,7 @@
 //! its passes), `quant` (INT8/FP16 maths), `reference` (host executor), `io` (batches in, speech
 //! out); with the `cuda` feature, `cuda` (device executor).
 
+pub mod engine;
 pub mod io;
 pub mod onnx;
 pub mod ops;

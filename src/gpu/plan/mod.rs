@@ -270,6 +270,47 @@ impl Plan {
         self.values.len() - 1
     }
 
+    /// Checks the wiring of a plan read from a file: every input defined before use, ids in range.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = self.values.len();
+        let mut defined = vec![false; n];
+        let io = [self.inputs.ids, self.inputs.lengths, self.inputs.scales];
+        for &v in io
+            .iter()
+            .chain(self.inputs.speaker.iter())
+            .chain(self.constants.keys())
+        {
+            *defined
+                .get_mut(v)
+                .ok_or(format!("value {v} out of range"))? = true;
+        }
+        for (i, s) in self.steps.iter().enumerate() {
+            for &v in s.inputs.iter().flatten() {
+                if !defined.get(v).copied().unwrap_or(false) {
+                    return Err(format!(
+                        "step {i} ({}) reads value {v} before it exists",
+                        s.name
+                    ));
+                }
+            }
+            for &v in &s.outputs {
+                *defined
+                    .get_mut(v)
+                    .ok_or(format!("step {i} writes value {v} out of range"))? = true;
+            }
+        }
+        for v in [
+            self.outputs.audio,
+            self.outputs.durations,
+            self.outputs.frames,
+        ] {
+            if !defined.get(v).copied().unwrap_or(false) {
+                return Err(format!("output value {v} is never computed"));
+            }
+        }
+        Ok(())
+    }
+
     /// For each value, the index of the last step that reads it (`usize::MAX` for plan outputs),
     /// so executors can free activations as soon as they are dead.
     pub fn last_uses(&self) -> Vec<usize> {
