@@ -9,6 +9,8 @@
 //! its passes), `quant` (INT8/FP16 maths), `reference` (host executor), `io` (batches in, speech
 //! out); with the `cuda` feature, `cuda` (device executor).
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod engine;
 pub mod io;
 pub mod onnx;
