@@ -53,6 +53,8 @@ fn main() -> ExitCode {
         #[cfg(feature = "render")]
         Command::Bench(args) => cli::render_cmds::run_bench(args, &cli.global),
         Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
+        #[cfg(feature = "cuda")]
+        Command::Engine { action } => cli::engine::run_engine(action, &cli.global),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

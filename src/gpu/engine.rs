@@ -203,10 +203,10 @@ enum Encoding {
 fn weight_precisions(plan: &Plan) -> HashMap<ValueId, Precision> {
     let mut m = HashMap::new();
     for s in &plan.steps {
-        if let (Op::Conv(c) | Op::ConvTranspose(c), Some(Some(w))) = (&s.op, s.inputs.get(1)) {
-            if c.precision != Precision::F32 {
-                m.insert(*w, c.precision);
-            }
+        if let (Op::Conv(c) | Op::ConvTranspose(c), Some(Some(w))) = (&s.op, s.inputs.get(1))
+            && c.precision != Precision::F32
+        {
+            m.insert(*w, c.precision);
         }
     }
     m
@@ -383,7 +383,7 @@ impl EngineFile {
             ));
         }
         let mut r = Reader { buf: body, at: 8 };
-        let mut section = || r.section().map_err(|e| bad(e));
+        let mut section = || r.section().map_err(&bad);
         let (h, p, c, k) = (section()?, section()?, section()?, section()?);
         let header: Header = serde_json::from_slice(h).map_err(|e| bad(format!("header: {e}")))?;
         if header.format != FORMAT {

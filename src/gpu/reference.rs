@@ -23,8 +23,15 @@ pub struct StepError {
     pub source: OpError,
 }
 
-/// Called with (step index, input tensor) before each convolution runs.
-pub type Observer<'a> = &'a mut dyn FnMut(usize, &Tensor);
+/// Called with (step index, tensor): a convolution's input (INT8 calibration) or a step's
+/// output (tracing one executor against another).
+pub type Hook<'a> = &'a mut dyn FnMut(usize, &Tensor);
+
+#[derive(Default)]
+pub struct Hooks<'a> {
+    pub conv_input: Option<Hook<'a>>,
+    pub step_output: Option<Hook<'a>>,
+}
 
 pub struct HostExecutor<'p> {
     plan: &'p Plan,
@@ -41,11 +48,7 @@ impl<'p> HostExecutor<'p> {
         }
     }
 
-    pub fn run(
-        &mut self,
-        feed: &Feed,
-        mut observe: Option<Observer<'_>>,
-    ) -> Result<Outputs, StepError> {
+    pub fn run(&mut self, feed: &Feed, mut hooks: Hooks<'_>) -> Result<Outputs, StepError> {
         let plan = self.plan;
         let mut live: HashMap<ValueId, Tensor> = HashMap::new();
         live.insert(plan.inputs.ids, feed.ids.clone());
@@ -73,7 +76,7 @@ impl<'p> HostExecutor<'p> {
                 .collect::<Result<_, _>>()
                 .map_err(fail)?;
             if let (Some(obs), Op::Conv(_) | Op::ConvTranspose(_), Some(Some(x))) =
-                (observe.as_mut(), &step.op, ins.first())
+                (hooks.conv_input.as_mut(), &step.op, ins.first())
             {
                 obs(index, x);
             }
@@ -84,6 +87,9 @@ impl<'p> HostExecutor<'p> {
                 }
             }
             for (id, t) in step.outputs.iter().zip(outs) {
+                if let Some(h) = hooks.step_output.as_mut() {
+                    h(index, &t);
+                }
                 live.insert(*id, t);
             }
         }

@@ -9,8 +9,10 @@
 //! accumulation, dequantised per output channel.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::ffi::c_void;
 use std::sync::Arc;
+use std::time::Instant;
 
 use cudarc::cublas::sys::{
     cublasComputeType_t as Compute, cublasGemmAlgo_t, cublasOperation_t as OpT,
@@ -38,14 +40,7 @@ enum Slot {
     Both(Tensor, DevTensor),
 }
 
-/// Called with (step index, tensor): conv inputs for calibration, or every output for tracing.
-pub type Hook<'a> = &'a mut dyn FnMut(usize, &Tensor);
-
-#[derive(Default)]
-pub struct Hooks<'a> {
-    pub conv_input: Option<Hook<'a>>,
-    pub step_output: Option<Hook<'a>>,
-}
+pub use crate::gpu::reference::{Hook, Hooks};
 
 pub struct DeviceExecutor {
     pub gpu: Gpu,
@@ -59,6 +54,9 @@ pub struct DeviceExecutor {
     seed: u64,
     /// Device→host copies in the last run (each one waits for the stream).
     pub syncs: usize,
+    /// When set, every step waits for the GPU and its time is added here under its op kind
+    /// (convolutions also by precision): where the time goes, at the price of speed.
+    pub profile: Option<HashMap<String, (usize, f64)>>,
 }
 
 fn step_err(i: usize, s: &Step, msg: impl Into<String>) -> GpuError {
@@ -123,9 +121,9 @@ impl DeviceExecutor {
             names.push(n.to_owned());
         }
         for n in names {
-            if !funcs.contains_key(&n) {
-                let f = module.load_function(&n)?;
-                funcs.insert(n, f);
+            if let Entry::Vacant(slot) = funcs.entry(n) {
+                let f = module.load_function(slot.key())?;
+                slot.insert(f);
             }
         }
         let stream = gpu.stream.cu_stream();
@@ -196,6 +194,7 @@ impl DeviceExecutor {
             last_use,
             seed: 0x7a1c,
             syncs: 0,
+            profile: None,
         })
     }
 
@@ -276,7 +275,22 @@ impl DeviceExecutor {
                 let t = self.host(&mut slots, *x)?;
                 h(i, &t);
             }
+            let started = self.profile.is_some().then(Instant::now);
             let outs = self.step(i, step, &mut slots, &mut rng)?;
+            if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
+                self.gpu.sync()?;
+                let key = match &step.op {
+                    Op::Conv(c) | Op::ConvTranspose(c) => {
+                        format!("{} {:?}", step.op.name(), c.precision)
+                    }
+                    op => op.name().to_owned(),
+                };
+                if let Some(p) = self.profile.as_mut() {
+                    let e = p.entry(key).or_default();
+                    e.0 += 1;
+                    e.1 += t.elapsed().as_secs_f64();
+                }
+            }
             for v in step.inputs.iter().flatten() {
                 if self.last_use[*v] == i {
                     slots.remove(v);
@@ -314,10 +328,11 @@ impl DeviceExecutor {
         let out_dtype = s.outputs.first().map(|&o| self.plan.values[o].dtype);
         let data_on_device = s.inputs.iter().flatten().any(|&v| self.on_device(slots, v));
         let capable = !matches!(s.op, Op::Shape | Op::NonZero | Op::Range);
-        if capable && (out_dtype == Some(DType::F32) || data_on_device) {
-            if let Some(outs) = self.device_step(i, s, slots)? {
-                return Ok(outs.into_iter().map(Slot::Dev).collect());
-            }
+        if capable
+            && (out_dtype == Some(DType::F32) || data_on_device)
+            && let Some(outs) = self.device_step(i, s, slots)?
+        {
+            return Ok(outs.into_iter().map(Slot::Dev).collect());
         }
         if let (Op::Shape, Some(Some(x))) = (&s.op, s.inputs.first()) {
             let shape = match slots.get(x) {
@@ -578,9 +593,7 @@ impl DeviceExecutor {
                     .collect();
                 let out = memory::empty(st, x.dtype, shape.clone())?;
                 let mut lo = dims(&x.shape)?;
-                for d in 0..r {
-                    lo.d[d] = pads[d];
-                }
+                lo.d[..r].copy_from_slice(&pads[..r]);
                 let mut p = Params::new();
                 p.push(numel(&shape) as i64)
                     .push(dims(&shape)?)
@@ -811,7 +824,7 @@ impl DeviceExecutor {
                     .push(x.ptr())
                     .push(dim as i64)
                     .push(inner.max(1) as i64)
-                    .push(k as i32);
+                    .push(k);
                 p.launch(
                     self.f(&format!("reduce_{}", type_suffix(x.dtype)))?,
                     st,
@@ -1076,13 +1089,12 @@ impl DeviceExecutor {
         }
     }
 
+    /// `acc` is `[items][rows][cols]`; row `r` has weight scale `r / rows_per_scale`.
     fn dequant(
         &self,
         step: usize,
         acc: &DevTensor,
-        rows: usize,
-        cols: usize,
-        rows_per_scale: usize,
+        (rows, cols, rows_per_scale): (usize, usize, usize),
         spec: &ConvSpec,
         out: &DevTensor,
     ) -> Result<(), GpuError> {
@@ -1181,7 +1193,7 @@ impl DeviceExecutor {
                     (acc.ptr(), Dt::CUDA_R_32I, t_out, cout * t_out),
                     b,
                 )?;
-                self.dequant(step, &acc, cout, t_out, 1, spec, &out)?;
+                self.dequant(step, &acc, (cout, t_out, 1), spec, &out)?;
             }
         }
         Ok(out)
@@ -1251,7 +1263,7 @@ impl DeviceExecutor {
                     (acc.ptr(), Dt::CUDA_R_32I, t, ck * t),
                     b,
                 )?;
-                self.dequant(step, &acc, ck, t, k, spec, &z)?;
+                self.dequant(step, &acc, (ck, t, k), spec, &z)?;
             }
         }
         let out = memory::empty(st, DType::F32, vec![b, cout, t_out])?;

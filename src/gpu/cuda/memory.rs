@@ -58,7 +58,7 @@ impl DevTensor {
 }
 
 /// `bytes` of device memory (at least 1, so every tensor has a valid address).
-pub fn alloc(stream: CUstream, bytes: usize) -> Result<Rc<DevBuf>, GpuError> {
+pub(crate) fn alloc(stream: CUstream, bytes: usize) -> Result<Rc<DevBuf>, GpuError> {
     // SAFETY: stream-ordered allocation on the engine's stream.
     let ptr = unsafe { result::malloc_async(stream, bytes.max(1)) }?;
     Ok(Rc::new(DevBuf { ptr, stream }))
@@ -78,7 +78,7 @@ pub fn host_bytes(t: &Tensor) -> Vec<u8> {
     }
 }
 
-pub fn upload_bytes(stream: CUstream, bytes: &[u8]) -> Result<Rc<DevBuf>, GpuError> {
+pub(crate) fn upload_bytes(stream: CUstream, bytes: &[u8]) -> Result<Rc<DevBuf>, GpuError> {
     let buf = alloc(stream, bytes.len())?;
     if !bytes.is_empty() {
         // SAFETY: the buffer holds `bytes.len()` bytes. The copy is synchronous with respect to the
@@ -97,7 +97,7 @@ pub fn upload(stream: CUstream, t: &Tensor) -> Result<DevTensor, GpuError> {
 }
 
 /// Copies a device tensor to the host (waits for the stream).
-pub fn download(stream: CUstream, t: &DevTensor) -> Result<Tensor, GpuError> {
+pub(crate) fn download(stream: CUstream, t: &DevTensor) -> Result<Tensor, GpuError> {
     let mut bytes = vec![0u8; t.len() * t.dtype.size()];
     if !bytes.is_empty() {
         // SAFETY: the buffer holds at least this many bytes; the stream is synchronised before
@@ -153,7 +153,12 @@ impl Params {
     }
 
     /// Launches `f` over `n` elements (grid-stride kernels; blocks of 256).
-    pub fn launch(&mut self, f: &CudaFunction, stream: CUstream, n: usize) -> Result<(), GpuError> {
+    pub(crate) fn launch(
+        &mut self,
+        f: &CudaFunction,
+        stream: CUstream,
+        n: usize,
+    ) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }

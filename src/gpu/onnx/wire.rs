@@ -116,7 +116,7 @@ pub fn push_ints(buf: &[u8], f: &Field, out: &mut Vec<i64>) -> Result<(), WireEr
 pub fn push_floats(buf: &[u8], f: &Field, out: &mut Vec<f32>) -> Result<(), WireError> {
     let body = &buf[f.value.clone()];
     match f.wire {
-        WIRE_I32 | WIRE_LEN if body.len() % 4 == 0 => {
+        WIRE_I32 | WIRE_LEN if body.len().is_multiple_of(4) => {
             out.extend(
                 body.chunks_exact(4)
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),

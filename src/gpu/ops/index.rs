@@ -67,7 +67,7 @@ fn nd_offsets(
     };
     let mut out = Vec::with_capacity(ids.len() / k.max(1));
     for (t, tuple) in ids.chunks(k.max(1)).enumerate() {
-        let b = if per_batch == 0 { 0 } else { t / per_batch };
+        let b = t.checked_div(per_batch).unwrap_or(0);
         let mut off = b * batch_stride;
         for (j, &i) in tuple.iter().enumerate().take(k) {
             off += index(i, shape[batch_dims + j])? * st[batch_dims + j];

@@ -63,7 +63,7 @@ pub fn reshape_target(from: &[usize], spec: &[i64], allow_zero: bool) -> OpResul
     }
     if let Some(i) = infer {
         let rest = numel(&out);
-        if rest == 0 || total % rest != 0 {
+        if rest == 0 || !total.is_multiple_of(rest) {
             return op_err(format!("cannot reshape {from:?} to {spec:?}"));
         }
         out[i] = total / rest;

@@ -55,9 +55,7 @@ fn mini(ceils: usize, with_chain: bool) -> Vec<u8> {
     ]);
     let ints = |name: &str, v: &[i64]| {
         let mut t = Vec::new();
-        for d in [v.len() as i64] {
-            crate::gpu::onnx::tests::varint_field(&mut t, 1, d as u64);
-        }
+        crate::gpu::onnx::tests::varint_field(&mut t, 1, v.len() as u64);
         crate::gpu::onnx::tests::varint_field(&mut t, 2, 7);
         crate::gpu::onnx::wire::write_len_field(&mut t, 8, name.as_bytes());
         let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -119,7 +117,7 @@ fn builds_folds_fuses_and_runs() {
 
     let ids: &[i64] = &[1, 2, 3];
     let out = HostExecutor::new(&plan, 0)
-        .run(&Feed::new(&[ids], QUIET, 0), None)
+        .run(&Feed::new(&[ids], QUIET, 0), Default::default())
         .unwrap();
     // w = x + 1 (0.5 + 0.5), so durations are ceil(2), ceil(3), ceil(4).
     assert_eq!(out.durations.as_f32().unwrap(), [2.0, 3.0, 4.0]);
