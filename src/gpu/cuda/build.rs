@@ -257,7 +257,11 @@ impl GpuVoice {
             Err(GpuError::Engine(
                 e @ (EngineError::Mismatch { .. } | EngineError::Corrupt { .. }),
             )) => {
-                tracing::warn!("{e}; rebuilding it");
+                if path.is_file() {
+                    tracing::warn!("{e}; rebuilding it");
+                } else {
+                    tracing::info!("no engine at {}: building it", path.display());
+                }
                 let report = build_engine(
                     Gpu::open(0)?,
                     &BuildOptions {
