@@ -8,6 +8,7 @@ pub mod cache;
 pub mod chunk;
 pub mod error;
 pub mod face;
+pub mod gpu;
 pub mod lipsync;
 #[cfg(feature = "render")]
 pub mod look;

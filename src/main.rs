@@ -66,6 +66,8 @@ fn main() -> ExitCode {
         Command::Cancel(args) => cli::queue::run_cancel(args, &cli.global),
         #[cfg(feature = "render")]
         Command::Retry(args) => cli::queue::run_retry(args, &cli.global),
+        #[cfg(feature = "cuda")]
+        Command::Engine { action } => cli::engine::run_engine(action, &cli.global),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

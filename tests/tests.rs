@@ -2,6 +2,8 @@
 
 mod bad_input;
 mod cache;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod lipsync;
 mod portraits;
 mod queue;

@@ -67,6 +67,12 @@ pub enum Command {
     /// peak RSS, cache hits, and ratios (batch 1 vs bucketed, cold vs cached, ours vs piper-tts).
     #[cfg(feature = "render")]
     Bench(BenchArgs),
+    /// GPU speech engines: build, validate, benchmark (see docs/gpu.md).
+    #[cfg(feature = "cuda")]
+    Engine {
+        #[command(subcommand)]
+        action: super::engine::EngineAction,
+    },
     /// Inspect or trim the cache.
     Cache {
         #[command(subcommand)]

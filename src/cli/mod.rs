@@ -2,6 +2,8 @@
 
 pub mod args;
 pub mod commands;
+#[cfg(feature = "cuda")]
+pub mod engine;
 #[cfg(feature = "render")]
 pub mod queue;
 #[cfg(feature = "render")]

@@ -1,0 +1,324 @@
+//! Building engines (parse, plan, calibrate, compile for this GPU, write) and loading them
+//! (check the header, upload, warm the buckets), plus the voice wrapper the speech stage calls.
+//!
+//! Input: a voice (`.onnx` + `.onnx.json`), a precision and, for INT8, calibration sentences as
+//! phoneme ids. Output: `engines/<voice>-<gpu>-<precision>.engine`; a [`GpuVoice`] that turns
+//! batches of phoneme ids into [`RawSpeech`] like `PiperModel::synthesize` does.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::exec::{DeviceExecutor, Hooks};
+use super::kernels::module_source;
+use super::{Gpu, GpuError, nvrtc_version};
+use crate::gpu::engine::{EngineError, EngineFile, Expect, FORMAT, Header, engine_path};
+use crate::gpu::io::{Feed, split};
+use crate::gpu::onnx::Model;
+use crate::gpu::plan::op::Precision;
+use crate::gpu::plan::{Plan, precision};
+use crate::gpu::quant;
+use crate::tts::batch::DEFAULT_EDGES;
+use crate::tts::piper::RawSpeech;
+use crate::voice::{Scales, VoiceConfig, VoiceFiles};
+
+/// Quantile of |x| taken as each calibration batch's range (see `gpu::quant`).
+pub const CALIBRATION_QUANTILE: f64 = 0.9999;
+/// Batch sizes warmed for every length bucket when an engine is loaded.
+pub const WARM_BATCHES: &[usize] = &[1, 8];
+
+/// Compiles CUDA source to a CUBIN for compute capability `cc` with NVRTC.
+pub fn compile(src: &str, cc: (i32, i32)) -> Result<Vec<u8>, GpuError> {
+    use cudarc::nvrtc::{result, sys};
+    let c_src = CString::new(src).map_err(|e| GpuError::Compile(e.to_string()))?;
+    let prog =
+        result::create_program(&c_src, None).map_err(|e| GpuError::Compile(format!("{e:?}")))?;
+    let opts = [
+        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
+        "--std=c++17".to_owned(),
+    ];
+    // SAFETY: `prog` was created above and is destroyed once at the end; the log and CUBIN
+    // buffers are sized by NVRTC's own size queries.
+    unsafe {
+        let compiled = result::compile_program(prog, &opts);
+        if let Err(e) = compiled {
+            let log = result::get_program_log(prog).unwrap_or_default();
+            let log: String = log.iter().map(|&c| c as u8 as char).collect();
+            let _ = result::destroy_program(prog);
+            return Err(GpuError::Compile(format!("{e:?}: {log}")));
+        }
+        let mut size = 0usize;
+        sys::nvrtcGetCUBINSize(prog, &mut size)
+            .result()
+            .map_err(|e| GpuError::Compile(format!("{e:?}")))?;
+        let mut cubin = vec![0u8; size];
+        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast())
+            .result()
+            .map_err(|e| GpuError::Compile(format!("{e:?}")))?;
+        let _ = result::destroy_program(prog);
+        Ok(cubin)
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// sha256 of a file, hex.
+pub fn file_sha256(path: &Path) -> Result<String, GpuError> {
+    use sha2::Digest;
+    let bytes =
+        std::fs::read(path).map_err(|e| GpuError::Other(format!("{}: {e}", path.display())))?;
+    Ok(hex(&sha2::Sha256::digest(&bytes)))
+}
+
+pub struct BuildOptions<'a> {
+    pub voice: &'a VoiceFiles,
+    pub precision: Precision,
+    pub dir: &'a Path,
+    /// Phoneme-id sequences for INT8 calibration (ignored for other precisions).
+    pub calibration: &'a [Vec<i64>],
+}
+
+/// What a build did, for the report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BuildReport {
+    pub path: PathBuf,
+    pub header: Header,
+    pub seconds_plan: f64,
+    pub seconds_calibrate: f64,
+    pub seconds_compile: f64,
+    pub bytes: usize,
+}
+
+/// Builds the engine for `gpu` and writes it under `opts.dir`.
+pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, GpuError> {
+    let other = |e: String| GpuError::Other(e);
+    let t0 = Instant::now();
+    let bytes = std::fs::read(&opts.voice.model)
+        .map_err(|e| other(format!("{}: {e}", opts.voice.model.display())))?;
+    let sha = hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+    let config = VoiceConfig::load(&opts.voice.config).map_err(|e| other(e.to_string()))?;
+    let model = Model::parse(&bytes).map_err(|e| other(e.to_string()))?;
+    drop(bytes);
+    let base = Plan::build(&model).map_err(|e| other(e.to_string()))?;
+    let seconds_plan = t0.elapsed().as_secs_f64();
+    let identity = gpu.identity.clone();
+
+    let t1 = Instant::now();
+    let mut amax: HashMap<usize, f32> = HashMap::new();
+    let mut gpu = Some(gpu);
+    if opts.precision == Precision::I8 {
+        if opts.calibration.is_empty() {
+            return Err(other("INT8 needs calibration sentences".into()));
+        }
+        let mut f16 = base.clone();
+        precision::assign(&mut f16, Precision::F16, &HashMap::new());
+        let candidates = precision::int8_candidates(&f16);
+        let (src, _) = module_source(&f16);
+        let cubin = compile(&src, identity.capability)?;
+        let mut exec = DeviceExecutor::new(gpu.take().expect("gpu"), f16, cubin)?;
+        let quiet = Scales {
+            noise: 0.0,
+            length: config.defaults.length,
+            noise_w: 0.0,
+        };
+        for chunk in opts.calibration.chunks(8) {
+            let refs: Vec<&[i64]> = chunk.iter().map(Vec::as_slice).collect();
+            let mut hook = |i: usize, x: &crate::gpu::tensor::Tensor| {
+                if candidates.contains(&i) {
+                    let q = quant::abs_quantile(x.as_f32().unwrap_or(&[]), CALIBRATION_QUANTILE);
+                    let e = amax.entry(i).or_insert(0.0);
+                    *e = e.max(q);
+                }
+            };
+            exec.run(
+                &Feed::new(&refs, quiet, 0),
+                Hooks {
+                    conv_input: Some(&mut hook),
+                    step_output: None,
+                },
+            )?;
+        }
+        gpu = Some(exec.gpu);
+    }
+    let seconds_calibrate = t1.elapsed().as_secs_f64();
+    drop(gpu);
+
+    let mut plan = base;
+    let counts = precision::assign(&mut plan, opts.precision, &amax);
+    let int8_layers = plan
+        .steps
+        .iter()
+        .filter_map(|s| match &s.op {
+            crate::gpu::plan::op::Op::Conv(c) | crate::gpu::plan::op::Op::ConvTranspose(c)
+                if c.precision == Precision::I8 =>
+            {
+                Some((s.name.clone(), c.input_amax.unwrap_or(0.0)))
+            }
+            _ => None,
+        })
+        .collect();
+    let t2 = Instant::now();
+    let (src, names) = module_source(&plan);
+    let cubin = compile(&src, identity.capability)?;
+    let seconds_compile = t2.elapsed().as_secs_f64();
+    let mut kernels: Vec<&String> = names.values().collect();
+    kernels.sort();
+    kernels.dedup();
+    let header = Header {
+        format: FORMAT,
+        talker_version: env!("CARGO_PKG_VERSION").into(),
+        voice: opts.voice.name.clone(),
+        voice_sha256: sha,
+        precision: opts.precision,
+        gpu: identity.clone(),
+        nvrtc: nvrtc_version()?,
+        buckets: DEFAULT_EDGES.to_vec(),
+        warm_batches: WARM_BATCHES.to_vec(),
+        sample_rate: config.sample_rate,
+        hop: config.hop,
+        convs: counts,
+        int8_layers,
+        calibration_sentences: if opts.precision == Precision::I8 {
+            opts.calibration.len()
+        } else {
+            0
+        },
+        kernels: kernels.len(),
+    };
+    let file = EngineFile {
+        header: header.clone(),
+        plan,
+        cubin,
+    };
+    let out = file.to_bytes().map_err(other)?;
+    std::fs::create_dir_all(opts.dir).map_err(|e| other(format!("{}: {e}", opts.dir.display())))?;
+    let path = engine_path(opts.dir, &opts.voice.name, &identity, opts.precision);
+    let tmp = path.with_extension("engine.tmp");
+    std::fs::write(&tmp, &out)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| other(format!("{}: {e}", path.display())))?;
+    Ok(BuildReport {
+        path,
+        header,
+        seconds_plan,
+        seconds_calibrate,
+        seconds_compile,
+        bytes: out.len(),
+    })
+}
+
+/// A voice running on the GPU from an engine.
+pub struct GpuVoice {
+    pub exec: DeviceExecutor,
+    pub header: Header,
+}
+
+impl GpuVoice {
+    /// Loads `path` after checking it was built for this GPU, voice, precision and talker.
+    pub fn load(
+        gpu: Gpu,
+        path: &Path,
+        voice_sha256: &str,
+        precision: Precision,
+    ) -> Result<GpuVoice, GpuError> {
+        let file = EngineFile::read(path)?;
+        let identity = gpu.identity.clone();
+        file.header.check(
+            path,
+            &Expect {
+                gpu: &identity,
+                voice_sha256,
+                precision,
+            },
+        )?;
+        let exec = DeviceExecutor::new(gpu, file.plan, file.cubin)?;
+        Ok(GpuVoice {
+            exec,
+            header: file.header,
+        })
+    }
+
+    /// Loads the engine for this voice and precision, building it first when it is missing or
+    /// was built for something else (the reason is logged).
+    pub fn open_or_build(
+        voice: &VoiceFiles,
+        precision: Precision,
+        dir: &Path,
+        calibration: &[Vec<i64>],
+    ) -> Result<GpuVoice, GpuError> {
+        let gpu = Gpu::open(0)?;
+        let sha = file_sha256(&voice.model)?;
+        let path = engine_path(dir, &voice.name, &gpu.identity, precision);
+        match Self::load(gpu, &path, &sha, precision) {
+            Ok(v) => Ok(v),
+            Err(GpuError::Engine(
+                e @ (EngineError::Mismatch { .. } | EngineError::Corrupt { .. }),
+            )) => {
+                if path.is_file() {
+                    tracing::warn!("{e}; rebuilding it");
+                } else {
+                    tracing::info!("no engine at {}: building it", path.display());
+                }
+                let report = build_engine(
+                    Gpu::open(0)?,
+                    &BuildOptions {
+                        voice,
+                        precision,
+                        dir,
+                        calibration,
+                    },
+                )?;
+                Self::load(Gpu::open(0)?, &report.path, &sha, precision)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs one batch per (bucket edge, warm batch size) so kernels, cuBLAS heuristics and the
+    /// memory pool are ready before real work.
+    pub fn warm(&mut self) -> Result<f64, GpuError> {
+        let t = Instant::now();
+        let quiet = Scales {
+            noise: 0.0,
+            length: 1.0,
+            noise_w: 0.0,
+        };
+        for &edge in &self.header.buckets.clone() {
+            for &n in &self.header.warm_batches.clone() {
+                // BOS, then pad/phoneme pairs: a valid id sequence of the bucket's length.
+                let ids: Vec<i64> = (0..edge)
+                    .map(|i| {
+                        if i == 0 {
+                            1
+                        } else if i % 2 == 1 {
+                            0
+                        } else {
+                            20 + (i % 30) as i64
+                        }
+                    })
+                    .collect();
+                let batch: Vec<&[i64]> = vec![ids.as_slice(); n];
+                self.synthesize(&batch, quiet, 0)?;
+            }
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    pub fn synthesize(
+        &mut self,
+        batch: &[&[i64]],
+        scales: Scales,
+        speaker: u32,
+    ) -> Result<Vec<RawSpeech>, GpuError> {
+        if batch.is_empty() || batch.iter().all(|b| b.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .exec
+            .run(&Feed::new(batch, scales, speaker), Hooks::default())?;
+        split(&out, batch, self.header.hop).map_err(|e| GpuError::Other(e.0))
+    }
+}

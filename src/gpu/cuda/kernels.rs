@@ -1,0 +1,456 @@
+//! CUDA C source of the engine's kernels: a fixed set (data movement, gathers, reductions,
+//! im2col/col2im, dequantisation, depthwise conv, noise) plus one generated kernel per distinct
+//! fused elementwise program of the plan.
+//!
+//! Input: a plan. Output: one source string for NVRTC and, for every fused step, its kernel name.
+//! Code generation is deterministic, so the runtime recomputes the names from the stored plan
+//! instead of storing them. No CUDA headers are needed (FP16 conversion is inline PTX), so NVRTC
+//! needs no include path. Every kernel uses a grid-stride loop over 64-bit indices.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use crate::gpu::plan::Plan;
+use crate::gpu::plan::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
+use crate::gpu::tensor::DType;
+
+/// Highest tensor rank the kernels index (Piper's graphs use at most 5).
+pub const MAX_RANK: usize = 6;
+
+const COMMON: &str = r#"
+typedef long long i64;
+typedef unsigned char u8;
+struct Dims { i64 d[6]; int rank; };
+struct Strides { i64 s[6]; };
+#define LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
+__device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ signed char f2q(float v, float inv) { int q = __float2int_rn(v * inv); q = q > 127 ? 127 : (q < -127 ? -127 : q); return (signed char)q; }
+__device__ __forceinline__ i64 offset_of(i64 i, const Dims& d, const Strides& s) {
+  i64 off = 0;
+  for (int k = d.rank - 1; k >= 0; --k) { i64 c = i % d.d[k]; i /= d.d[k]; off += c * s.s[k]; }
+  return off;
+}
+__device__ __forceinline__ i64 wrap(i64 v, i64 dim) { return v < 0 ? v + dim : v; }
+"#;
+
+/// Kernels instantiated for each storage type (f32, i64, u8 for bools).
+const TYPED: &str = r#"
+extern "C" __global__ void view_T(i64 n, Dims d, T* out, const T* in, i64 off, Strides s) {
+  LOOP(n) { out[i] = in[off + offset_of(i, d, s)]; }
+}
+extern "C" __global__ void place_T(i64 n, Dims d, T* out, i64 off, Strides s, const T* in) {
+  LOOP(n) { out[off + offset_of(i, d, s)] = in[i]; }
+}
+extern "C" __global__ void pad_T(i64 n, Dims d, T* out, const T* in, Dims in_dims, Dims lo, T fill) {
+  LOOP(n) {
+    i64 rem = i, off = 0, stride = 1; bool inside = true;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      i64 c = rem % d.d[k] - lo.d[k]; rem /= d.d[k];
+      if (c < 0 || c >= in_dims.d[k]) inside = false;
+      off += c * stride; stride *= in_dims.d[k];
+    }
+    out[i] = inside ? in[off] : fill;
+  }
+}
+extern "C" __global__ void fill_T(i64 n, T* out, T v) { LOOP(n) { out[i] = v; } }
+extern "C" __global__ void gather_T(i64 n, T* out, const T* data, const i64* idx, i64 nidx, i64 dim, i64 inner) {
+  LOOP(n) {
+    i64 r = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
+    out[i] = data[(o * dim + wrap(idx[j], dim)) * inner + r];
+  }
+}
+extern "C" __global__ void gather_elements_T(i64 n, Dims d, T* out, const T* data, Strides ds, const i64* idx, int axis, i64 axis_dim) {
+  LOOP(n) {
+    i64 rem = i, off = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      i64 c = rem % d.d[k]; rem /= d.d[k];
+      if (k == axis) c = wrap(idx[i], axis_dim);
+      off += c * ds.s[k];
+    }
+    out[i] = data[off];
+  }
+}
+extern "C" __global__ void gather_nd_T(i64 n, T* out, const T* data, const i64* idx, int k, i64 slice, Dims dd, Strides ds) {
+  LOOP(n) {
+    i64 t = i / slice, r = i % slice, off = 0;
+    for (int j = 0; j < k; ++j) off += wrap(idx[t * k + j], dd.d[j]) * ds.s[j];
+    out[i] = data[off + r];
+  }
+}
+extern "C" __global__ void scatter_nd_T(i64 n, T* out, const i64* idx, int k, i64 slice, Dims dd, Strides ds, const T* upd) {
+  LOOP(n) {
+    i64 t = i / slice, r = i % slice, off = 0;
+    for (int j = 0; j < k; ++j) off += wrap(idx[t * k + j], dd.d[j]) * ds.s[j];
+    out[off + r] = upd[i];
+  }
+}
+"#;
+
+const FIXED: &str = r#"
+extern "C" __global__ void cumsum_f32(i64 n, float* out, const float* in, i64 dim, i64 inner, int exclusive, int reverse) {
+  LOOP(n) {
+    i64 o = i / inner, r = i % inner; float acc = 0.f;
+    for (i64 s = 0; s < dim; ++s) {
+      i64 j = reverse ? dim - 1 - s : s; i64 at = (o * dim + j) * inner + r;
+      float v = in[at];
+      if (exclusive) { out[at] = acc; acc += v; } else { acc += v; out[at] = acc; }
+    }
+  }
+}
+extern "C" __global__ void cumsum_i64(i64 n, i64* out, const i64* in, i64 dim, i64 inner, int exclusive, int reverse) {
+  LOOP(n) {
+    i64 o = i / inner, r = i % inner; i64 acc = 0;
+    for (i64 s = 0; s < dim; ++s) {
+      i64 j = reverse ? dim - 1 - s : s; i64 at = (o * dim + j) * inner + r;
+      i64 v = in[at];
+      if (exclusive) { out[at] = acc; acc += v; } else { acc += v; out[at] = acc; }
+    }
+  }
+}
+// kind: 0 mean, 1 sum, 2 max; the reduced axes are contiguous: [outer, dim, inner].
+extern "C" __global__ void reduce_f32(i64 n, float* out, const float* in, i64 dim, i64 inner, int kind) {
+  LOOP(n) {
+    i64 o = i / inner, r = i % inner; float acc = kind == 2 ? __int_as_float(0xff800000) : 0.f;
+    for (i64 j = 0; j < dim; ++j) { float v = in[(o * dim + j) * inner + r]; acc = kind == 2 ? fmaxf(acc, v) : acc + v; }
+    out[i] = kind == 0 ? acc / (float)dim : acc;
+  }
+}
+extern "C" __global__ void reduce_i64(i64 n, i64* out, const i64* in, i64 dim, i64 inner, int kind) {
+  LOOP(n) {
+    i64 o = i / inner, r = i % inner; i64 acc = kind == 2 ? (i64)0x8000000000000000LL : 0;
+    for (i64 j = 0; j < dim; ++j) { i64 v = in[(o * dim + j) * inner + r]; acc = kind == 2 ? (v > acc ? v : acc) : acc + v; }
+    out[i] = kind == 0 ? acc / dim : acc;
+  }
+}
+extern "C" __global__ void softmax_f32(i64 n, float* out, const float* in, i64 dim, i64 inner) {
+  LOOP(n) {
+    i64 o = i / inner, r = i % inner; const float* x = in + o * dim * inner + r; float* y = out + o * dim * inner + r;
+    float m = __int_as_float(0xff800000); for (i64 j = 0; j < dim; ++j) m = fmaxf(m, x[j * inner]);
+    float s = 0.f; for (i64 j = 0; j < dim; ++j) { float e = expf(x[j * inner] - m); y[j * inner] = e; s += e; }
+    for (i64 j = 0; j < dim; ++j) y[j * inner] = y[j * inner] / s;
+  }
+}
+// Convolution operand: rows (ci, k) by columns t ("nn", [b][ci*K+k][t]) or transposed ("tn", [b][t][ci*K+k]).
+#define IM2COL(NAME, OUT_T, CONVERT) \
+extern "C" __global__ void NAME(i64 n, OUT_T* col, const float* x, i64 cin, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad, int tn, float inv) { \
+  LOOP(n) { \
+    i64 rows = cin * k; i64 b = i / (rows * t_out); i64 rem = i % (rows * t_out); i64 row, t; \
+    if (tn) { t = rem / rows; row = rem % rows; } else { row = rem / t_out; t = rem % t_out; } \
+    i64 ci = row / k, kk = row % k; i64 p = t * stride + kk * dil - pad; \
+    float v = (p >= 0 && p < t_in) ? x[(b * cin + ci) * t_in + p] : 0.f; \
+    col[i] = CONVERT; \
+  } \
+}
+IM2COL(im2col_f32, float, v)
+IM2COL(im2col_f16, unsigned short, f2h(v))
+IM2COL(im2col_i8, signed char, f2q(v, inv))
+// ConvTranspose: z is [b][cout*k][t_in]; out[b][co][o] sums the taps that land on o.
+extern "C" __global__ void col2im_f32(i64 n, float* out, const float* z, i64 cout, i64 k, i64 t_in, i64 t_out, i64 stride, i64 dil, i64 pad) {
+  LOOP(n) {
+    i64 o = i % t_out, co = (i / t_out) % cout, b = i / (t_out * cout); float acc = 0.f;
+    for (i64 kk = 0; kk < k; ++kk) {
+      i64 p = o + pad - kk * dil;
+      if (p < 0 || p % stride != 0) continue;
+      i64 t = p / stride; if (t >= t_in) continue;
+      acc += z[((b * cout + co) * k + kk) * t_in + t];
+    }
+    out[i] = acc;
+  }
+}
+// INT8 accumulators to floats: row r of each item has weight scale ws[r / rows_per_scale].
+extern "C" __global__ void dequant_i32(i64 n, float* out, const int* acc, i64 rows, i64 cols, i64 rows_per_scale, const float* ws, float xs) {
+  LOOP(n) { i64 r = (i / cols) % rows; out[i] = (float)acc[i] * (ws[r / rows_per_scale] * xs); }
+}
+// Depthwise 1-D convolution (groups == channels, one input channel per group).
+extern "C" __global__ void dwconv_f32(i64 n, float* out, const float* x, const float* w, i64 c, i64 mult, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad) {
+  LOOP(n) {
+    i64 t = i % t_out, co = (i / t_out) % (c * mult), b = i / (t_out * c * mult); i64 ci = co / mult; float acc = 0.f;
+    for (i64 kk = 0; kk < k; ++kk) { i64 p = t * stride + kk * dil - pad; if (p >= 0 && p < t_in) acc += x[(b * c + ci) * t_in + p] * w[co * k + kk]; }
+    out[i] = acc;
+  }
+}
+// N(mean, scale^2) from a counter-based hash (Box-Muller), so runs are reproducible per seed.
+__device__ __forceinline__ unsigned int mix(unsigned long long x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33; return (unsigned int)x;
+}
+extern "C" __global__ void randn_f32(i64 n, float* out, unsigned long long seed, float mean, float scale) {
+  LOOP(n) {
+    float u1 = ((float)mix(seed * 2654435761ULL + 2 * i) + 1.f) / 4294967296.f;
+    float u2 = (float)mix(seed * 2654435761ULL + 2 * i + 1) / 4294967296.f;
+    out[i] = mean + scale * sqrtf(-2.f * logf(u1)) * cosf(6.283185307179586f * u2);
+  }
+}
+"#;
+
+fn c_type(t: DType) -> &'static str {
+    match t {
+        DType::F32 => "float",
+        DType::I64 => "i64",
+        DType::Bool => "bool",
+    }
+}
+
+/// Memory type of a tensor of `t` (bools are bytes).
+fn mem_type(t: DType) -> &'static str {
+    match t {
+        DType::F32 => "float",
+        DType::I64 => "i64",
+        DType::Bool => "u8",
+    }
+}
+
+/// Suffix of the typed fixed kernels.
+pub fn type_suffix(t: DType) -> &'static str {
+    match t {
+        DType::F32 => "f32",
+        DType::I64 => "i64",
+        DType::Bool => "u8",
+    }
+}
+
+fn literal(s: Scalar) -> String {
+    match s {
+        Scalar::F32(v) => format!("__int_as_float(0x{:08x})", v.to_bits()),
+        Scalar::I64(v) => format!("((i64){v}LL)"),
+        Scalar::Bool(v) => v.to_string(),
+    }
+}
+
+fn expr(op: Ew, a: &[String], types: &[DType], out: DType) -> String {
+    let f = types.first().copied() == Some(DType::F32);
+    let x = |i: usize| a.get(i).cloned().unwrap_or_default();
+    match op {
+        Ew::Unary(u) => match u {
+            Unary::Neg => format!("(-{})", x(0)),
+            Unary::Sqrt => format!("sqrtf({})", x(0)),
+            Unary::Exp => format!("expf({})", x(0)),
+            Unary::Erf => format!("erff({})", x(0)),
+            Unary::Tanh => format!("tanhf({})", x(0)),
+            Unary::Sigmoid => format!("(1.f / (1.f + expf(-{})))", x(0)),
+            Unary::Relu if f => format!("fmaxf({}, 0.f)", x(0)),
+            Unary::Relu => format!("({0} > 0 ? {0} : (i64)0)", x(0)),
+            Unary::Softplus => format!(
+                "({0} > 0.f ? {0} + log1pf(expf(-{0})) : log1pf(expf({0})))",
+                x(0)
+            ),
+            Unary::Ceil => format!("ceilf({})", x(0)),
+            Unary::Not => format!("(!{})", x(0)),
+            Unary::LeakyRelu(alpha) => format!(
+                "({0} >= 0.f ? {0} : {0} * {1})",
+                x(0),
+                literal(Scalar::F32(alpha))
+            ),
+        },
+        Ew::Binary(b) => {
+            let (p, q) = (x(0), x(1));
+            match b {
+                Binary::Add => format!("({p} + {q})"),
+                Binary::Sub => format!("({p} - {q})"),
+                Binary::Mul => format!("({p} * {q})"),
+                Binary::Div if f => format!("({p} / {q})"),
+                Binary::Div => format!("({q} == 0 ? (i64)0 : {p} / {q})"),
+                Binary::Pow => format!("powf({p}, (float){q})"),
+                Binary::Equal => format!("({p} == {q})"),
+                Binary::Less => format!("({p} < {q})"),
+                Binary::LessOrEqual => format!("({p} <= {q})"),
+                Binary::GreaterOrEqual => format!("({p} >= {q})"),
+                Binary::And => format!("({p} && {q})"),
+            }
+        }
+        Ew::Where => format!("({} ? {} : {})", x(0), x(1), x(2)),
+        Ew::Cast(t) => match (types.first().copied(), t) {
+            (_, DType::Bool) => format!("({} != 0)", x(0)),
+            _ => format!("(({}){})", c_type(out), x(0)),
+        },
+        Ew::Clip { lo, hi } => {
+            let mut v = x(0);
+            let mut next = 1;
+            let (max, min) = if f {
+                ("fmaxf", "fminf")
+            } else {
+                ("max", "min")
+            };
+            if lo {
+                v = format!("{max}({v}, {})", x(next));
+                next += 1;
+            }
+            if hi {
+                v = format!("{min}({v}, {})", x(next));
+            }
+            v
+        }
+    }
+}
+
+/// CUDA source of a fused program's kernel body (everything but the name), and its input types.
+pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
+    let out_t = f.instrs.last().map_or(DType::F32, |i| i.dtype);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "extern \"C\" __global__ void {name}(i64 n, Dims d, {}* out",
+        mem_type(out_t)
+    );
+    for (i, t) in input_types.iter().enumerate() {
+        let _ = write!(
+            s,
+            ", const {}* in{i}, Strides s{i}, int dense{i}",
+            mem_type(*t)
+        );
+    }
+    s.push_str(") {\n  LOOP(n) {\n");
+    for (i, t) in input_types.iter().enumerate() {
+        let load = format!("in{i}[dense{i} ? i : offset_of(i, d, s{i})]");
+        let v = if *t == DType::Bool {
+            format!("({load} != 0)")
+        } else {
+            load
+        };
+        let _ = writeln!(s, "    {} a{i} = {v};", c_type(*t));
+    }
+    let mut temp_types: Vec<DType> = Vec::new();
+    for (k, ins) in f.instrs.iter().enumerate() {
+        let mut args = Vec::new();
+        let mut types = Vec::new();
+        for a in &ins.args {
+            match *a {
+                Arg::Input(i) => {
+                    args.push(format!("a{i}"));
+                    types.push(input_types.get(i).copied().unwrap_or(DType::F32));
+                }
+                Arg::Temp(j) => {
+                    args.push(format!("t{j}"));
+                    types.push(temp_types.get(j).copied().unwrap_or(DType::F32));
+                }
+                Arg::Scalar(sc) => {
+                    args.push(literal(sc));
+                    types.push(match sc {
+                        Scalar::F32(_) => DType::F32,
+                        Scalar::I64(_) => DType::I64,
+                        Scalar::Bool(_) => DType::Bool,
+                    });
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "    {} t{k} = {};",
+            c_type(ins.dtype),
+            expr(ins.op, &args, &types, ins.dtype)
+        );
+        temp_types.push(ins.dtype);
+    }
+    let last = f.instrs.len().saturating_sub(1);
+    let store = if out_t == DType::Bool {
+        format!("(u8)t{last}")
+    } else {
+        format!("t{last}")
+    };
+    let _ = writeln!(s, "    out[i] = {store};\n  }}\n}}");
+    s
+}
+
+/// The whole module's source and the kernel name of every fused step (by step index).
+pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
+    let mut src = String::from(COMMON);
+    for t in [DType::F32, DType::I64, DType::Bool] {
+        src.push_str(
+            &TYPED
+                .replace("_T(", &format!("_{}(", type_suffix(t)))
+                .replace("T* ", &format!("{}* ", mem_type(t)))
+                .replace("T fill", &format!("{} fill", mem_type(t)))
+                .replace("T v)", &format!("{} v)", mem_type(t))),
+        );
+    }
+    src.push_str(FIXED);
+    let mut by_code: HashMap<String, String> = HashMap::new();
+    let mut names = HashMap::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        let Op::Fused(f) = &step.op else { continue };
+        let types: Vec<DType> = step
+            .inputs
+            .iter()
+            .map(|v| v.map_or(DType::F32, |v| plan.values[v].dtype))
+            .collect();
+        let body = fused_kernel(f, &types, "KERNEL");
+        let next = format!("ew{}", by_code.len());
+        let name = by_code.entry(body.clone()).or_insert_with(|| {
+            src.push_str(&body.replace("KERNEL", &next));
+            next.clone()
+        });
+        names.insert(i, name.clone());
+    }
+    (src, names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::plan::op::Instr;
+
+    #[test]
+    fn fused_code_reads_broadcast_inputs_and_inlines_scalars() {
+        let f = Fused {
+            instrs: vec![
+                Instr {
+                    op: Ew::Binary(Binary::Add),
+                    args: vec![Arg::Input(0), Arg::Scalar(Scalar::F32(0.5))],
+                    dtype: DType::F32,
+                },
+                Instr {
+                    op: Ew::Unary(Unary::LeakyRelu(0.1)),
+                    args: vec![Arg::Temp(0)],
+                    dtype: DType::F32,
+                },
+                Instr {
+                    op: Ew::Where,
+                    args: vec![Arg::Input(1), Arg::Temp(1), Arg::Scalar(Scalar::F32(0.0))],
+                    dtype: DType::F32,
+                },
+            ],
+        };
+        let code = fused_kernel(&f, &[DType::F32, DType::Bool], "k");
+        assert!(code.contains("void k(i64 n, Dims d, float* out, const float* in0, Strides s0, int dense0, const u8* in1"), "{code}");
+        assert!(
+            code.contains("bool a1 = (in1[dense1 ? i : offset_of(i, d, s1)] != 0);"),
+            "{code}"
+        );
+        assert!(
+            code.contains("float t0 = (a0 + __int_as_float(0x3f000000));"),
+            "{code}"
+        );
+        assert!(
+            code.contains("(t0 >= 0.f ? t0 : t0 * __int_as_float(0x3dcccccd))"),
+            "{code}"
+        );
+        assert!(code.contains("out[i] = t2;"), "{code}");
+    }
+
+    #[test]
+    fn casts_and_int_maths() {
+        let f = Fused {
+            instrs: vec![
+                Instr {
+                    op: Ew::Binary(Binary::Div),
+                    args: vec![Arg::Input(0), Arg::Scalar(Scalar::I64(2))],
+                    dtype: DType::I64,
+                },
+                Instr {
+                    op: Ew::Cast(DType::Bool),
+                    args: vec![Arg::Temp(0)],
+                    dtype: DType::Bool,
+                },
+            ],
+        };
+        let code = fused_kernel(&f, &[DType::I64], "k");
+        assert!(
+            code.contains("i64 t0 = (((i64)2LL) == 0 ? (i64)0 : a0 / ((i64)2LL));"),
+            "{code}"
+        );
+        assert!(code.contains("bool t1 = (t0 != 0);"), "{code}");
+        assert!(
+            code.contains("u8* out") && code.contains("out[i] = (u8)t1;"),
+            "{code}"
+        );
+    }
+}

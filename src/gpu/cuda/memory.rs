@@ -1,0 +1,251 @@
+//! Device buffers and tensors, host↔device copies, and kernel launches with packed arguments.
+//!
+//! Buffers come from the driver's stream-ordered pool (`cuMemAllocAsync`) and go back to it when
+//! the last [`DevTensor`] viewing them is dropped, ordered after the work already queued on the one
+//! stream; the pool keeps freed memory for reuse, so steady-state batches allocate nothing new.
+
+use std::ffi::c_void;
+use std::rc::Rc;
+
+use cudarc::driver::sys::{CUdeviceptr, CUstream};
+use cudarc::driver::{CudaFunction, result};
+
+use super::GpuError;
+use crate::gpu::tensor::{DType, Data, Tensor, numel};
+
+pub struct DevBuf {
+    pub ptr: CUdeviceptr,
+    stream: CUstream,
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        if self.ptr != 0 {
+            // SAFETY: allocated on this stream by `alloc`; freed once, after queued work.
+            let _ = unsafe { result::free_async(self.ptr, self.stream) };
+        }
+    }
+}
+
+/// A dense row-major tensor on the device (views share the buffer).
+#[derive(Clone)]
+pub struct DevTensor {
+    pub buf: Rc<DevBuf>,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+}
+
+impl DevTensor {
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.buf.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn reshaped(&self, shape: Vec<usize>) -> DevTensor {
+        DevTensor {
+            buf: Rc::clone(&self.buf),
+            shape,
+            dtype: self.dtype,
+        }
+    }
+}
+
+/// `bytes` of device memory (at least 1, so every tensor has a valid address).
+pub(crate) fn alloc(stream: CUstream, bytes: usize) -> Result<Rc<DevBuf>, GpuError> {
+    // SAFETY: stream-ordered allocation on the engine's stream.
+    let ptr = unsafe { result::malloc_async(stream, bytes.max(1)) }?;
+    Ok(Rc::new(DevBuf { ptr, stream }))
+}
+
+pub fn empty(stream: CUstream, dtype: DType, shape: Vec<usize>) -> Result<DevTensor, GpuError> {
+    let buf = alloc(stream, numel(&shape) * dtype.size())?;
+    Ok(DevTensor { buf, shape, dtype })
+}
+
+/// Raw bytes of a host tensor as the device stores it.
+pub fn host_bytes(t: &Tensor) -> Vec<u8> {
+    match &t.data {
+        Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Data::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Data::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+    }
+}
+
+pub(crate) fn upload_bytes(stream: CUstream, bytes: &[u8]) -> Result<Rc<DevBuf>, GpuError> {
+    let buf = alloc(stream, bytes.len())?;
+    if !bytes.is_empty() {
+        // SAFETY: the buffer holds `bytes.len()` bytes. The copy is synchronous with respect to the
+        // host slice (pageable memory is staged before the call returns).
+        unsafe { result::memcpy_htod_async(buf.ptr, bytes, stream) }?;
+    }
+    Ok(buf)
+}
+
+pub fn upload(stream: CUstream, t: &Tensor) -> Result<DevTensor, GpuError> {
+    Ok(DevTensor {
+        buf: upload_bytes(stream, &host_bytes(t))?,
+        shape: t.shape.clone(),
+        dtype: t.dtype(),
+    })
+}
+
+/// Copies a device tensor to the host (waits for the stream).
+pub(crate) fn download(stream: CUstream, t: &DevTensor) -> Result<Tensor, GpuError> {
+    let mut bytes = vec![0u8; t.len() * t.dtype.size()];
+    if !bytes.is_empty() {
+        // SAFETY: the buffer holds at least this many bytes; the stream is synchronised before
+        // the host reads them.
+        unsafe {
+            result::memcpy_dtoh_async(&mut bytes, t.ptr(), stream)?;
+            result::stream::synchronize(stream)?;
+        }
+    }
+    let data = match t.dtype {
+        DType::F32 => Data::F32(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4")))
+                .collect(),
+        ),
+        DType::I64 => Data::I64(
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
+                .collect(),
+        ),
+        DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
+    };
+    Ok(Tensor {
+        shape: t.shape.clone(),
+        data,
+    })
+}
+
+/// Kernel arguments, each kept as bytes until the launch.
+#[derive(Default)]
+pub struct Params {
+    args: Vec<Box<[u8]>>,
+}
+
+impl Params {
+    pub fn new() -> Params {
+        Params::default()
+    }
+
+    /// Appends a plain-data argument (an integer, a float, a device pointer or a `#[repr(C)]`
+    /// struct) exactly as the kernel signature declares it.
+    pub fn push<T: Copy>(&mut self, v: T) -> &mut Params {
+        let size = std::mem::size_of::<T>();
+        let mut b = vec![0u8; size].into_boxed_slice();
+        // SAFETY: T is Copy plain data; its bytes are copied into a buffer of the same size.
+        unsafe {
+            std::ptr::copy_nonoverlapping((&v as *const T).cast::<u8>(), b.as_mut_ptr(), size)
+        };
+        self.args.push(b);
+        self
+    }
+
+    /// Launches `f` over `n` elements (grid-stride kernels; blocks of 256).
+    pub(crate) fn launch(
+        &mut self,
+        f: &CudaFunction,
+        stream: CUstream,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let blocks = n.div_ceil(256).min(1 << 20) as u32;
+        let mut ptrs: Vec<*mut c_void> = self
+            .args
+            .iter_mut()
+            .map(|b| b.as_mut_ptr().cast::<c_void>())
+            .collect();
+        // SAFETY: the argument buffers match the kernel's parameter list (built by the caller
+        // from the same source) and stay alive until cuLaunchKernel has copied them.
+        unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                (blocks, 1, 1),
+                (256, 1, 1),
+                0,
+                stream,
+                &mut ptrs,
+            )
+        }?;
+        Ok(())
+    }
+}
+
+/// Up to six dimensions, as the kernels' `Dims` struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    pub d: [i64; 6],
+    pub rank: i32,
+}
+
+/// Strides as the kernels' `Strides` struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strides {
+    pub s: [i64; 6],
+}
+
+pub fn dims(shape: &[usize]) -> Result<Dims, GpuError> {
+    if shape.len() > 6 {
+        return Err(GpuError::Other(format!(
+            "rank {} is above the kernels' 6",
+            shape.len()
+        )));
+    }
+    let mut d = [1i64; 6];
+    for (i, &v) in shape.iter().enumerate() {
+        d[i] = v as i64;
+    }
+    Ok(Dims {
+        d,
+        rank: shape.len() as i32,
+    })
+}
+
+pub fn strides(s: &[isize]) -> Strides {
+    let mut out = [0i64; 6];
+    for (i, &v) in s.iter().take(6).enumerate() {
+        out[i] = v as i64;
+    }
+    Strides { s: out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_structs_have_the_c_layout() {
+        // struct Dims { long long d[6]; int rank; } is 56 bytes with tail padding.
+        assert_eq!(std::mem::size_of::<Dims>(), 56);
+        assert_eq!(std::mem::size_of::<Strides>(), 48);
+        assert!(dims(&[1; 7]).is_err());
+        let d = dims(&[2, 3]).unwrap();
+        assert_eq!((d.d[..3].to_vec(), d.rank), (vec![2, 3, 1], 2));
+        assert_eq!(strides(&[4, -1]).s[..3], [4, -1, 0]);
+    }
+
+    #[test]
+    fn params_keep_argument_bytes() {
+        let mut p = Params::new();
+        p.push(7i64).push(1.5f32).push(dims(&[4]).unwrap());
+        assert_eq!(p.args.len(), 3);
+        assert_eq!(&p.args[0][..], &7i64.to_le_bytes());
+        assert_eq!(&p.args[1][..], &1.5f32.to_le_bytes());
+        assert_eq!(p.args[2].len(), 56);
+    }
+}

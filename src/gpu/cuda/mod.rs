@@ -1,0 +1,152 @@
+//! The CUDA side: finding a usable GPU, device memory, kernel launches, cuBLAS, and the executor
+//! that runs a plan on the device.
+//!
+//! Every CUDA library is loaded at run time (cudarc `dynamic-loading`), so the binary runs on
+//! machines without CUDA; [`Gpu::open`] checks that the driver, NVRTC and cuBLAS libraries are
+//! present *before* touching them (a missing driver would make cudarc panic) and returns
+//! [`GpuError::Unavailable`] with the reason instead.
+
+pub mod build;
+pub mod exec;
+pub mod kernels;
+pub mod memory;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream, DriverError};
+
+use super::engine::GpuIdentity;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no usable GPU: {0}")]
+    Unavailable(String),
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] DriverError),
+    #[error("cuBLAS: {0}")]
+    Blas(#[from] cudarc::cublas::result::CublasError),
+    #[error("NVRTC could not compile the engine's kernels: {0}")]
+    Compile(String),
+    #[error("step {index} ({op} {name:?}): {msg}")]
+    Step {
+        index: usize,
+        op: &'static str,
+        name: String,
+        msg: String,
+    },
+    #[error(transparent)]
+    Engine(#[from] super::engine::EngineError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Which CUDA libraries this machine has, without loading any of them into use.
+pub fn libraries_present() -> Result<(), GpuError> {
+    // SAFETY: these only try to dlopen the libraries and report whether that worked.
+    let (driver, nvrtc, blas) = unsafe {
+        (
+            cudarc::driver::sys::is_culib_present(),
+            cudarc::nvrtc::sys::is_culib_present(),
+            cudarc::cublas::sys::is_culib_present(),
+        )
+    };
+    let missing: Vec<&str> = [
+        (driver, "the CUDA driver (libcuda)"),
+        (nvrtc, "NVRTC (libnvrtc)"),
+        (blas, "cuBLAS (libcublas)"),
+    ]
+    .iter()
+    .filter(|(ok, _)| !ok)
+    .map(|(_, n)| *n)
+    .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(GpuError::Unavailable(format!(
+            "{} not found",
+            missing.join(", ")
+        )))
+    }
+}
+
+/// An open GPU: context, the one stream everything runs on, and a cuBLAS handle bound to it.
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub blas: cudarc::cublas::sys::cublasHandle_t,
+    pub identity: GpuIdentity,
+}
+
+impl Gpu {
+    pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
+        libraries_present()?;
+        cudarc::driver::result::init()
+            .map_err(|e| GpuError::Unavailable(format!("the CUDA driver does not start: {e}")))?;
+        let count = cudarc::driver::result::device::get_count()?;
+        if count as usize <= ordinal {
+            return Err(GpuError::Unavailable(format!(
+                "{count} CUDA device(s), none with ordinal {ordinal}"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        let stream = ctx.default_stream();
+        let blas = cudarc::cublas::result::create_handle()?;
+        // SAFETY: the handle was just created; the stream outlives it (both live in `Gpu`).
+        unsafe { cudarc::cublas::result::set_stream(blas, stream.cu_stream() as _)? };
+        let mut driver = 0;
+        // SAFETY: plain query into a local.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver).result()? };
+        let identity = GpuIdentity {
+            name: ctx.name()?,
+            capability: ctx.compute_capability()?,
+            driver,
+        };
+        Ok(Gpu {
+            ctx,
+            stream,
+            blas,
+            identity,
+        })
+    }
+
+    pub fn sync(&self) -> Result<(), GpuError> {
+        self.stream.synchronize()?;
+        Ok(())
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: created in `open`, destroyed once here.
+        let _ = unsafe { cudarc::cublas::result::destroy_handle(self.blas) };
+    }
+}
+
+/// NVRTC's version (major, minor).
+pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain query into locals.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| GpuError::Compile(format!("{e:?}")))?;
+    Ok((major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a machine without CUDA (CI), opening a GPU must fail cleanly, never panic.
+    #[test]
+    fn no_gpu_is_a_clean_error() {
+        match Gpu::open(0) {
+            Ok(g) => assert!(!g.identity.name.is_empty()),
+            Err(GpuError::Unavailable(msg)) => assert!(!msg.is_empty()),
+            Err(e) => panic!("unexpected error kind: {e}"),
+        }
+        assert!(matches!(
+            Gpu::open(usize::MAX),
+            Err(GpuError::Unavailable(_))
+        ));
+    }
+}

@@ -1,0 +1,190 @@
+//! Planner tests on small Piper-shaped graphs built in protobuf form.
+
+use super::op::{Arg, Ew, Op, Precision, Unary};
+use super::*;
+use crate::gpu::io::Feed;
+use crate::gpu::onnx::tests::{attr_int, model, node, tensor_f32};
+use crate::gpu::reference::HostExecutor;
+use crate::voice::Scales;
+
+const QUIET: Scales = Scales {
+    noise: 0.0,
+    length: 1.0,
+    noise_w: 0.0,
+};
+
+/// ids → durations via Ceil(len_scale·(|x|+c)); audio = tanh(conv(x)+b)·mask; frames via the
+/// ReduceSum → Clip → Cast chain. Small, but shaped like the real thing.
+fn mini(ceils: usize, with_chain: bool) -> Vec<u8> {
+    let mut nodes = vec![
+        node("Cast", &["input"], &["xf"], &[attr_int("to", 1)]),
+        node("Unsqueeze", &["xf", "one"], &["x3"], &[]),
+        node(
+            "Gather",
+            &["scales", "one"],
+            &["ls"],
+            &[attr_int("axis", 0)],
+        ),
+        node("Add", &["half", "half"], &["c"], &[]), // folds to a constant
+        node("Add", &["x3", "c"], &["xc"], &[]),
+        node("Mul", &["xc", "ls"], &["w"], &[]),
+    ];
+    for i in 0..ceils {
+        let out = if i == 0 {
+            "d".to_string()
+        } else {
+            format!("d{i}")
+        };
+        nodes.push(node("Ceil", &["w"], &[&out], &[]));
+    }
+    if with_chain {
+        nodes.push(node(
+            "ReduceSum",
+            &["d", "axes12"],
+            &["s"],
+            &[attr_int("keepdims", 0)],
+        ));
+        nodes.push(node("Clip", &["s", "one_f"], &["sc"], &[]));
+        nodes.push(node("Cast", &["sc"], &["frames"], &[attr_int("to", 7)]));
+    }
+    nodes.extend([
+        node("Conv", &["x3", "cw", "cb"], &["y"], &[]),
+        node("Tanh", &["y"], &["t"], &[]),
+        node("Mul", &["t", "mask"], &["output"], &[]),
+        node("Sub", &["half", "half"], &["unused"], &[]),
+    ]);
+    let ints = |name: &str, v: &[i64]| {
+        let mut t = Vec::new();
+        crate::gpu::onnx::tests::varint_field(&mut t, 1, v.len() as u64);
+        crate::gpu::onnx::tests::varint_field(&mut t, 2, 7);
+        crate::gpu::onnx::wire::write_len_field(&mut t, 8, name.as_bytes());
+        let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        crate::gpu::onnx::wire::write_len_field(&mut t, 9, &raw);
+        t
+    };
+    let mut one = ints("one", &[1]);
+    // "one" must be a scalar-ish [1] tensor for Gather and Unsqueeze alike.
+    one.clear();
+    one.extend(ints("one", &[1]));
+    model(
+        &nodes,
+        &[
+            one,
+            ints("axes12", &[1, 2]),
+            tensor_f32("half", &[], &[0.5], true),
+            tensor_f32("one_f", &[], &[1.0], true),
+            tensor_f32("cw", &[1, 1, 1], &[2.0], true),
+            tensor_f32("cb", &[1], &[0.25], true),
+            tensor_f32("mask", &[1, 1, 1], &[1.0], true),
+        ],
+        &["input", "input_lengths", "scales"],
+        &["output"],
+    )
+}
+
+fn plan_of(bytes: &[u8]) -> Result<Plan, PlanError> {
+    Plan::build(&crate::gpu::onnx::Model::parse(bytes).unwrap())
+}
+
+#[test]
+fn builds_folds_fuses_and_runs() {
+    let plan = plan_of(&mini(1, true)).unwrap();
+    // The constant Add is folded away, the dead Sub pruned.
+    assert!(!plan.steps.iter().any(|s| s.name == "/Sub"));
+    // Conv bias became an Add that fused with Tanh and the mask Mul into one group.
+    let conv = plan
+        .steps
+        .iter()
+        .position(|s| matches!(s.op, Op::Conv(_)))
+        .unwrap();
+    assert_eq!(plan.steps[conv].inputs.len(), 2, "bias split off");
+    let tail = plan.steps.last().unwrap();
+    let Op::Fused(f) = &tail.op else {
+        panic!("{:?}", tail.op)
+    };
+    assert_eq!(f.instrs.len(), 3);
+    assert_eq!(f.instrs[1].op, Ew::Unary(Unary::Tanh));
+    assert!(
+        f.instrs[2]
+            .args
+            .contains(&Arg::Scalar(op::Scalar::F32(1.0))),
+        "one-element mask inlined"
+    );
+    // Durations and frames found by wiring.
+    assert_eq!(plan.values[plan.outputs.durations].name, "d");
+    assert_eq!(plan.values[plan.outputs.frames].name, "frames");
+    assert_eq!(plan.values[plan.outputs.frames].dtype, DType::I64);
+
+    let ids: &[i64] = &[1, 2, 3];
+    let out = HostExecutor::new(&plan, 0)
+        .run(&Feed::new(&[ids], QUIET, 0), Default::default())
+        .unwrap();
+    // w = x + 1 (0.5 + 0.5), so durations are ceil(2), ceil(3), ceil(4).
+    assert_eq!(out.durations.as_f32().unwrap(), [2.0, 3.0, 4.0]);
+    assert_eq!(out.frames.as_i64().unwrap(), [9]);
+    let want: Vec<f32> = [1.0f32, 2.0, 3.0]
+        .iter()
+        .map(|x| (2.0 * x + 0.25).tanh())
+        .collect();
+    assert_eq!(out.audio.as_f32().unwrap(), want);
+}
+
+#[test]
+fn precision_assignment_keeps_the_duration_path_fp32() {
+    let mut plan = plan_of(&mini(1, true)).unwrap();
+    let counts = precision::assign(&mut plan, Precision::F16, &HashMap::new());
+    assert_eq!(
+        counts,
+        precision::PrecisionCounts {
+            f32: 0,
+            f16: 1,
+            i8: 0
+        }
+    );
+    let conv = plan
+        .steps
+        .iter()
+        .find(|s| matches!(s.op, Op::Conv(_)))
+        .unwrap();
+    let Op::Conv(spec) = &conv.op else {
+        unreachable!()
+    };
+    assert_eq!(spec.precision, Precision::F16);
+    // No ConvTranspose, so nothing is an INT8 candidate.
+    assert!(precision::int8_candidates(&plan).is_empty());
+}
+
+#[test]
+fn non_piper_graphs_are_refused() {
+    assert_eq!(
+        plan_of(&mini(0, false)).unwrap_err(),
+        PlanError::CeilCount(0)
+    );
+    assert_eq!(
+        plan_of(&mini(2, true)).unwrap_err(),
+        PlanError::CeilCount(2)
+    );
+    assert_eq!(plan_of(&mini(1, false)).unwrap_err(), PlanError::NoLengths);
+    let no_input = model(&[node("Ceil", &["a"], &["b"], &[])], &[], &["a"], &["b"]);
+    assert_eq!(
+        plan_of(&no_input).unwrap_err(),
+        PlanError::MissingInput("input")
+    );
+    let unknown = model(
+        &[node("Loop", &["input"], &["b"], &[])],
+        &[],
+        &["input", "input_lengths", "scales"],
+        &["b"],
+    );
+    assert!(matches!(plan_of(&unknown), Err(PlanError::Unsupported(_))));
+    let undefined = model(
+        &[node("Ceil", &["nothing"], &["b"], &[])],
+        &[],
+        &["input", "input_lengths", "scales"],
+        &["b"],
+    );
+    assert!(matches!(
+        plan_of(&undefined),
+        Err(PlanError::Undefined { .. })
+    ));
+}

@@ -1,0 +1,112 @@
+//! The host executor: runs a [`Plan`] step by step with the host kernels of `gpu::ops`.
+//!
+//! Input: a plan and a [`Feed`]. Output: the plan's [`Outputs`]. It is the reference the CUDA
+//! engine is validated against (same plan, FP16/INT8 convolutions emulated exactly), the
+//! calibrator's fallback, and what CI runs against ONNX Runtime on the real voice. Activations are
+//! dropped after their last use. An observer sees every convolution's input, for INT8 calibration.
+
+use std::collections::HashMap;
+
+use super::io::{Feed, Outputs};
+use super::ops;
+use super::plan::op::Op;
+use super::plan::{Plan, ValueId};
+use super::tensor::{OpError, Tensor};
+
+/// A step that failed, with the op and the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step {index} ({op} {name:?}): {source}")]
+pub struct StepError {
+    pub index: usize,
+    pub op: &'static str,
+    pub name: String,
+    pub source: OpError,
+}
+
+/// Called with (step index, tensor): a convolution's input (INT8 calibration) or a step's
+/// output (tracing one executor against another).
+pub type Hook<'a> = &'a mut dyn FnMut(usize, &Tensor);
+
+#[derive(Default)]
+pub struct Hooks<'a> {
+    pub conv_input: Option<Hook<'a>>,
+    pub step_output: Option<Hook<'a>>,
+}
+
+pub struct HostExecutor<'p> {
+    plan: &'p Plan,
+    last_use: Vec<usize>,
+    rng: fastrand::Rng,
+}
+
+impl<'p> HostExecutor<'p> {
+    pub fn new(plan: &'p Plan, seed: u64) -> HostExecutor<'p> {
+        HostExecutor {
+            plan,
+            last_use: plan.last_uses(),
+            rng: fastrand::Rng::with_seed(seed),
+        }
+    }
+
+    pub fn run(&mut self, feed: &Feed, mut hooks: Hooks<'_>) -> Result<Outputs, StepError> {
+        let plan = self.plan;
+        let mut live: HashMap<ValueId, Tensor> = HashMap::new();
+        live.insert(plan.inputs.ids, feed.ids.clone());
+        live.insert(plan.inputs.lengths, feed.lengths.clone());
+        live.insert(plan.inputs.scales, feed.scales.clone());
+        if let Some(s) = plan.inputs.speaker {
+            live.insert(s, feed.speaker.clone());
+        }
+        for (index, step) in plan.steps.iter().enumerate() {
+            let fail = |source: OpError| StepError {
+                index,
+                op: step.op.name(),
+                name: step.name.clone(),
+                source,
+            };
+            let ins: Vec<Option<&Tensor>> = step
+                .inputs
+                .iter()
+                .map(|i| i.map(|v| live.get(&v).or_else(|| plan.constants.get(&v))))
+                .map(|t| match t {
+                    Some(None) => Err(OpError("input not computed".into())),
+                    Some(Some(t)) => Ok(Some(t)),
+                    None => Ok(None),
+                })
+                .collect::<Result<_, _>>()
+                .map_err(fail)?;
+            if let (Some(obs), Op::Conv(_) | Op::ConvTranspose(_), Some(Some(x))) =
+                (hooks.conv_input.as_mut(), &step.op, ins.first())
+            {
+                obs(index, x);
+            }
+            let outs = ops::run(&step.op, &ins, &mut self.rng).map_err(fail)?;
+            for v in step.inputs.iter().flatten() {
+                if self.last_use[*v] == index {
+                    live.remove(v);
+                }
+            }
+            for (id, t) in step.outputs.iter().zip(outs) {
+                if let Some(h) = hooks.step_output.as_mut() {
+                    h(index, &t);
+                }
+                live.insert(*id, t);
+            }
+        }
+        let mut take = |v: ValueId, what: &str| {
+            live.remove(&v)
+                .or_else(|| plan.constants.get(&v).cloned())
+                .ok_or_else(|| StepError {
+                    index: plan.steps.len(),
+                    op: "output",
+                    name: what.to_owned(),
+                    source: OpError("never computed".into()),
+                })
+        };
+        Ok(Outputs {
+            audio: take(plan.outputs.audio, "audio")?,
+            durations: take(plan.outputs.durations, "durations")?,
+            frames: take(plan.outputs.frames, "frames")?,
+        })
+    }
+}

@@ -1,0 +1,88 @@
+//! The GPU engines' CPU side on the real voice: the host executor of the compiled plan against
+//! ONNX Runtime (what the device executor is traced against on the GPU machine), and the engine
+//! CLI on a machine without CUDA (a clear error, never a panic). The device itself is checked by
+//! scripts/gpu-check on a GPU machine.
+
+use talker::gpu::io::{Feed, split};
+use talker::gpu::onnx::Model;
+use talker::gpu::plan::Plan;
+use talker::gpu::quant::snr_db;
+use talker::gpu::reference::{Hooks, HostExecutor};
+use talker::phonemize::Phonemizer;
+use talker::voice::Scales;
+
+use crate::util::{default_voice, load_model, talker};
+
+const QUIET: Scales = Scales {
+    noise: 0.0,
+    length: 1.0,
+    noise_w: 0.0,
+};
+
+#[test]
+fn host_executor_of_the_plan_matches_onnx_runtime() {
+    let mut ort = load_model(1);
+    let texts = [
+        "Hello there, how are you?",
+        "The quick brown fox jumps over the lazy dog.",
+    ];
+    let ids: Vec<Vec<i64>> = texts
+        .iter()
+        .map(|t| {
+            let s = Phonemizer::global()
+                .unwrap()
+                .phonemize(&ort.config.espeak_voice, t)
+                .unwrap();
+            ort.config.ids(&s[0]).0
+        })
+        .collect();
+    let refs: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+    let bytes = std::fs::read(default_voice().model).unwrap();
+    let plan = Plan::build(&Model::parse(&bytes).unwrap()).unwrap();
+    // One padded batch of two: the plan must trim and time each item as ONNX Runtime does.
+    let out = HostExecutor::new(&plan, 0)
+        .run(&Feed::new(&refs, QUIET, 0), Hooks::default())
+        .unwrap();
+    let ours = split(&out, &refs, ort.config.hop).unwrap();
+    let theirs = ort.synthesize(&refs, QUIET, 0).unwrap();
+    assert_eq!(ours.len(), 2);
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a.id_frames, b.id_frames);
+        assert_eq!(a.pcm.len(), b.pcm.len());
+        let snr = snr_db(&b.pcm, &a.pcm);
+        assert!(snr > 60.0, "host executor vs ONNX Runtime: {snr:.1} dB");
+    }
+}
+
+#[test]
+fn engine_commands_without_a_gpu_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = dir.path().join("ids.json");
+    std::fs::write(
+        &ids,
+        r#"{"voice":"en_US-joe-medium","calibration":1,"sentences":[{"text":"a","ids":[1,0,20,0,2]},{"text":"b","ids":[1,0,21,0,2]}]}"#,
+    )
+    .unwrap();
+    let o = talker(dir.path())
+        .args(["engine", "build", "--precision", "fp16", "--engines"])
+        .arg(dir.path().join("engines"))
+        .arg("--ids")
+        .arg(&ids)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if talker::gpu::cuda::libraries_present().is_err() {
+        assert!(!o.status.success());
+        assert!(stderr.contains("no usable GPU"), "{stderr}");
+    }
+    // A malformed ids file is refused before any GPU work.
+    std::fs::write(&ids, "{}").unwrap();
+    let o = talker(dir.path())
+        .args(["engine", "validate", "--precision", "int8", "--ids"])
+        .arg(&ids)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not an ids file"));
+}
