@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Summarises a `scripts/gpu-render run OUT` folder: one line per step, then the CUDA/CPU ratios.
+
+Usage: scripts/gpu-render-summary.py OUT
+Reads OUT/results.jsonl (one record per timed command, written by gpu-render's `measure`) and the
+nvidia-smi samples OUT/gpu-util-*.csv.
+"""
+import csv
+import json
+import os
+import sys
+
+
+def gpu_util(path):
+    """Mean utilisation and the share of samples with the GPU busy, from nvidia-smi's CSV."""
+    try:
+        rows = [r for r in csv.reader(open(path)) if len(r) >= 3]
+    except OSError:
+        return None
+    vals = []
+    for r in rows:
+        try:
+            vals.append(float(r[1]))
+        except ValueError:
+            continue
+    if not vals:
+        return None
+    return {"samples": len(vals), "mean_util_pct": round(sum(vals) / len(vals), 1),
+            "busy_share": round(sum(1 for v in vals if v > 0) / len(vals), 3),
+            "max_mem_mib": max(float(r[2]) for r in rows if r[2].strip().replace(".", "").isdigit())}
+
+
+def audio_seconds(result):
+    """Seconds of video a step produced: a render report's, or the sum over a batch's jobs."""
+    if not isinstance(result, dict):
+        return None
+    if "audio_seconds" in result:
+        return result["audio_seconds"]
+    total = 0.0
+    found = False
+    for key in ("jobs", "results", "reports"):
+        for job in result.get(key, []) or []:
+            report = job.get("report", job) if isinstance(job, dict) else None
+            if isinstance(report, dict) and "audio_seconds" in report:
+                total += report["audio_seconds"]
+                found = True
+    return total if found else None
+
+
+def main():
+    out = sys.argv[1]
+    steps = {}
+    for line in open(os.path.join(out, "results.jsonl")):
+        rec = json.loads(line)
+        steps[rec["step"]] = rec
+    print(open(os.path.join(out, "gpu.txt")).read().strip())
+    for name, rec in steps.items():
+        res = rec.get("stdout_last")
+        audio = audio_seconds(res)
+        speech = res.get("speech") if isinstance(res, dict) else None
+        line = (f"{name:14s} rc {rec['rc']}  wall {rec['wall_s']:8.2f} s  cores busy {rec['cores_busy']:5.2f}"
+                f"  peak RSS {rec['max_rss_mb']:7.1f} MB")
+        if audio:
+            line += f"  audio {audio:8.1f} s  {audio / rec['wall_s']:6.1f}x real time"
+            line += f"  ({audio / rec['wall_s']:.1f} video-hours per wall-hour)"
+        if isinstance(speech, dict):
+            line += "  speech " + json.dumps({k: speech[k] for k in sorted(speech)
+                                              if not isinstance(speech[k], (list, dict))})
+        for key in ("backend", "gpu", "precision"):
+            if isinstance(res, dict) and key in res:
+                line += f"  {key}={res[key]}"
+        print(line)
+        if rec["rc"] != 0 and rec.get("stderr_tail"):
+            print("   stderr: " + rec["stderr_tail"].strip().replace("\n", "\n   "))
+    for kind in ("batch", "long"):
+        for b in ("cuda", "cpu"):
+            u = gpu_util(os.path.join(out, f"gpu-util-{kind}-{b}.csv"))
+            if u:
+                print(f"gpu during {kind}-{b}: {json.dumps(u)}")
+    for kind in ("example", "batch", "long"):
+        c, p = steps.get(f"{kind}-cuda"), steps.get(f"{kind}-cpu")
+        if c and p and c["rc"] == 0 and p["rc"] == 0:
+            print(f"{kind}: cuda is {p['wall_s'] / c['wall_s']:.2f}x the cpu backend's speed (wall ratio)")
+
+
+main()
