@@ -3,7 +3,7 @@
 
 Usage: scripts/gpu-render-summary.py OUT
 Reads OUT/results.jsonl (one record per timed command, written by gpu-render's `measure`) and the
-nvidia-smi samples OUT/gpu-util-*.csv.
+nvidia-smi samples OUT/raw/gpu-util-*.csv.
 """
 import csv
 import json
@@ -40,11 +40,29 @@ def audio_seconds(result):
     found = False
     for key in ("jobs", "results", "reports"):
         for job in result.get(key, []) or []:
-            report = job.get("report", job) if isinstance(job, dict) else None
+            report = job.get("result", job.get("report", job)) if isinstance(job, dict) else None
             if isinstance(report, dict) and "audio_seconds" in report:
                 total += report["audio_seconds"]
                 found = True
     return total if found else None
+
+
+def batch_speech(result, wall):
+    """A batch's speech figures: the process-wide batcher's counters when the result has them,
+    else the sum over its jobs' reports (each job counts the model calls its items rode in)."""
+    if not isinstance(result, dict) or "jobs" not in result:
+        return None
+    for key in ("batcher", "speech_batcher"):
+        if isinstance(result.get(key), dict):
+            b = dict(result[key])
+            if "model_seconds" in b and wall:
+                b["speech_share_of_wall"] = round(b["model_seconds"] / wall, 3)
+            return b
+    reports = [j.get("result") for j in result["jobs"] if isinstance(j.get("result"), dict)]
+    model = sum(r.get("speech", {}).get("model_seconds", 0.0) for r in reports)
+    items = sum(r.get("speech", {}).get("synthesized", 0) for r in reports)
+    return {"jobs": len(reports), "items": items, "sum_job_model_seconds": round(model, 3),
+            "speech_share_of_wall (sum over jobs)": round(model / wall, 3) if wall else None}
 
 
 def main():
@@ -66,6 +84,9 @@ def main():
         if isinstance(speech, dict):
             line += "  speech " + json.dumps({k: speech[k] for k in sorted(speech)
                                               if not isinstance(speech[k], (list, dict))})
+        bs = batch_speech(res, rec["wall_s"])
+        if bs:
+            line += "  batch speech " + json.dumps(bs)
         for key in ("backend", "gpu", "precision"):
             if isinstance(res, dict) and key in res:
                 line += f"  {key}={res[key]}"
@@ -74,7 +95,7 @@ def main():
             print("   stderr: " + rec["stderr_tail"].strip().replace("\n", "\n   "))
     for kind in ("batch", "long"):
         for b in ("cuda", "cpu"):
-            u = gpu_util(os.path.join(out, f"gpu-util-{kind}-{b}.csv"))
+            u = gpu_util(os.path.join(out, "raw", f"gpu-util-{kind}-{b}.csv"))
             if u:
                 print(f"gpu during {kind}-{b}: {json.dumps(u)}")
     for kind in ("example", "batch", "long"):
