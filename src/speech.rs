@@ -53,7 +53,7 @@ impl SpeechService {
 
     /// Why `auto` speaks on the CPU, if it does.
     pub fn note(&self) -> Option<&str> {
-        self.resolved.note.as_deref()
+        self.resolved.info.note.as_deref()
     }
 
     /// Calls, items and model seconds over every render so far.

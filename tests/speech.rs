@@ -286,6 +286,7 @@ fn cached_cpu_speech_is_not_returned_for_a_cuda_request() {
         gpu: gpu.map(str::to_owned),
         precision,
         runtime: "libonnxruntime.so.1.32.0".into(),
+        note: None,
     };
     let key = |info: &BackendInfo| {
         let id = SpeechIdentity {

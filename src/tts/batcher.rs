@@ -394,10 +394,7 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
                 }
             }
         };
-        let loaded = shared
-            .loader
-            .load(&first.voice.files, &events)
-            .map_err(Arc::new);
+        let loaded = guarded(|| shared.loader.load(&first.voice.files, &events)).map_err(Arc::new);
         load_seconds = t.elapsed().as_secs_f64();
         loaded
     });
@@ -423,7 +420,7 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
     };
     let refs: Vec<&[i64]> = batch.iter().map(|i| i.ids.as_slice()).collect();
     let t = Instant::now();
-    let out = backend.synthesize(&refs, scales, speaker);
+    let out = guarded(|| backend.synthesize(&refs, scales, speaker));
     let seconds = t.elapsed().as_secs_f64();
     match out {
         Ok(items) if items.len() == batch.len() => {
@@ -453,6 +450,20 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
             }
         }
     }
+}
+
+/// Runs `f`, turning a panic into an error: a lane that died would leave its callers waiting.
+fn guarded<T>(f: impl FnOnce() -> Result<T, SpeechError>) -> Result<T, SpeechError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(SpeechError::Engine(format!(
+            "the speech backend panicked: {what}"
+        )))
+    })
 }
 
 fn fail_one(shared: &Shared, batch: Vec<Item>, seconds: f64, load: f64, e: SpeechError) {
@@ -498,4 +509,180 @@ fn record(
     s.padded_ids += info.padded_ids as u64;
     s.mean_batch_items = s.items as f64 / s.calls as f64;
     info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend double: echoes each item's length as one sample and records call sizes.
+    struct Echo(Arc<Mutex<Vec<usize>>>);
+
+    impl Backend for Echo {
+        fn synthesize(
+            &mut self,
+            batch: &[&[i64]],
+            _: Scales,
+            _: u32,
+        ) -> Result<Vec<RawSpeech>, SpeechError> {
+            self.0.lock().unwrap().push(batch.len());
+            if batch.iter().any(|b| b.contains(&-1)) {
+                return Err(SpeechError::Engine("bad id".into()));
+            }
+            Ok(batch
+                .iter()
+                .map(|b| RawSpeech {
+                    pcm: vec![b.len() as f32],
+                    id_frames: vec![1; b.len()],
+                })
+                .collect())
+        }
+    }
+
+    struct EchoLoader(Arc<Mutex<Vec<usize>>>);
+
+    impl Loader for EchoLoader {
+        fn load(&self, _: &VoiceFiles, _: &dyn Fn(Event)) -> Result<Box<dyn Backend>, SpeechError> {
+            Ok(Box::new(Echo(Arc::clone(&self.0))))
+        }
+    }
+
+    fn batcher(
+        max_items: usize,
+        token_budget: usize,
+        max_wait: Duration,
+    ) -> (Batcher, Arc<Mutex<Vec<usize>>>) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let b = Batcher::start(
+            Box::new(EchoLoader(Arc::clone(&calls))),
+            Policy {
+                limits: BatchLimits {
+                    token_budget,
+                    max_items,
+                },
+                edges: vec![48, 96],
+                max_wait,
+                lanes: 1,
+            },
+        );
+        (b, calls)
+    }
+
+    fn voice() -> Arc<VoiceRef> {
+        Arc::new(VoiceRef {
+            files: VoiceFiles {
+                name: "v".into(),
+                model: "v.onnx".into(),
+                config: "v.onnx.json".into(),
+            },
+            hash: [0; 32],
+        })
+    }
+
+    const Q: Scales = Scales {
+        noise: 0.0,
+        length: 1.0,
+        noise_w: 0.0,
+    };
+
+    fn replies(c: &Client, n: usize) -> Vec<(u64, Result<RawSpeech, SpeechError>, CallInfo)> {
+        (0..n)
+            .map(|_| {
+                loop {
+                    match c
+                        .recv_timeout(Duration::from_secs(20))
+                        .expect("a reply in time")
+                    {
+                        Reply::Done {
+                            ticket,
+                            result,
+                            call,
+                        } => break (ticket, result, call),
+                        Reply::Event(_) => {}
+                    }
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_bucket_goes_at_once_without_waiting_for_the_timeout() {
+        // The wait is an hour: only a full bucket can be sent.
+        let (b, calls) = batcher(4, 10_000, Duration::from_secs(3600));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..4 {
+            c.submit(&v, Q, 0, vec![1; 40]).unwrap();
+        }
+        let got = replies(&c, 4);
+        assert!(got.iter().all(|(_, r, call)| r.is_ok() && call.items == 4));
+        assert_eq!(*calls.lock().unwrap(), vec![4]);
+    }
+
+    #[test]
+    fn a_partial_bucket_goes_after_the_wait_and_buckets_do_not_mix() {
+        let (b, calls) = batcher(8, 10_000, Duration::from_millis(30));
+        let mut c = b.client();
+        let v = voice();
+        let short = c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        let long = c.submit(&v, Q, 0, vec![1; 90]).unwrap();
+        let got = replies(&c, 2);
+        for (t, r, call) in got {
+            assert_eq!(call.items, 1);
+            let len = r.unwrap().pcm[0] as usize;
+            assert_eq!(len, if t == short { 10 } else { 90 });
+            assert!(t == short || t == long);
+        }
+        assert_eq!(calls.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_token_budget_and_the_largest_bucket_cap_a_call() {
+        // Budget 200 at the 48-id bucket: 4 items a call; past the last bucket: one a call.
+        let (b, calls) = batcher(64, 200, Duration::from_millis(10));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..10 {
+            c.submit(&v, Q, 0, vec![1; 48]).unwrap();
+        }
+        for _ in 0..2 {
+            c.submit(&v, Q, 0, vec![1; 500]).unwrap();
+        }
+        replies(&c, 12);
+        let calls = calls.lock().unwrap();
+        assert!(calls.iter().all(|&n| n <= 4), "{calls:?}");
+        assert_eq!(calls.iter().sum::<usize>(), 12);
+        assert_eq!(b.stats().items, 12);
+    }
+
+    #[test]
+    fn a_bad_item_fails_alone_and_scales_split_groups() {
+        let (b, _) = batcher(8, 10_000, Duration::from_millis(10));
+        let mut c = b.client();
+        let v = voice();
+        let bad = c.submit(&v, Q, 0, vec![1, -1, 2]).unwrap();
+        c.submit(&v, Q, 0, vec![1, 2, 3]).unwrap();
+        let other = Scales { length: 0.5, ..Q };
+        c.submit(&v, other, 0, vec![1, 2]).unwrap();
+        for (t, r, call) in replies(&c, 3) {
+            assert_eq!(r.is_err(), t == bad);
+            assert_eq!(call.items, 1);
+        }
+        let s = b.stats();
+        assert_eq!((s.items, s.failed_items), (2, 1));
+    }
+
+    #[test]
+    fn a_dropped_client_leaves_nothing_queued() {
+        let (b, calls) = batcher(8, 10_000, Duration::from_secs(3600));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..3 {
+            c.submit(&v, Q, 0, vec![1; 20]).unwrap();
+        }
+        drop(c);
+        assert_eq!(b.stats().cancelled_items, 3);
+        drop(b);
+        assert!(calls.lock().unwrap().is_empty());
+    }
 }

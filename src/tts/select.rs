@@ -112,6 +112,9 @@ pub struct BackendInfo {
     pub precision: &'static str,
     /// The ONNX Runtime library (cpu) or "cuda".
     pub runtime: String,
+    /// Why `auto` speaks on the CPU, when it does (one line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl BackendInfo {
@@ -137,8 +140,6 @@ impl BackendInfo {
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub info: BackendInfo,
-    /// One line for people when `auto` fell back to the CPU.
-    pub note: Option<String>,
     pub limits: BatchLimits,
     /// Model calls at once.
     pub lanes: usize,
@@ -170,8 +171,8 @@ fn cpu(setup: &SpeechSetup, note: Option<String>) -> Result<Resolved, SpeechErro
             gpu: None,
             precision: "fp32",
             runtime: name,
+            note,
         },
-        note,
         limits: setup.cpu_limits,
         lanes: setup.cpu_lanes.max(1),
         kind: Kind::Cpu {
@@ -219,8 +220,8 @@ fn cuda(setup: &SpeechSetup, gpu: Found) -> Result<Resolved, SpeechError> {
             gpu: Some(gpu),
             precision: precision_name(setup.precision),
             runtime: "cuda".to_owned(),
+            note: None,
         },
-        note: None,
         limits: setup.gpu_limits,
         lanes: 1,
         kind: Kind::Cuda {
@@ -335,6 +336,7 @@ mod tests {
             gpu: None,
             precision: "fp32",
             runtime: "libonnxruntime.so.1.32.0".into(),
+            note: None,
         };
         assert_eq!(cpu.cache_tag(), "libonnxruntime.so.1.32.0/cpu/fp32");
         let gpu = BackendInfo {
@@ -342,6 +344,7 @@ mod tests {
             gpu: Some("NVIDIA H200".into()),
             precision: "fp16",
             runtime: "cuda".into(),
+            note: None,
         };
         assert_eq!(gpu.cache_tag(), "cuda/nvidia-h200/fp16");
         let int8 = BackendInfo {
@@ -361,12 +364,12 @@ mod tests {
         };
         let cpu = resolve(&setup(BackendChoice::Cpu)).unwrap();
         assert_eq!(cpu.info.backend, "cpu");
-        assert!(cpu.note.is_none());
+        assert!(cpu.info.note.is_none());
         let auto = resolve(&setup(BackendChoice::Auto)).unwrap();
         match gpu_probe() {
             Err(_) => {
                 assert_eq!(auto.info.backend, "cpu");
-                assert!(auto.note.unwrap().starts_with("speech on the CPU: "));
+                assert!(auto.info.note.unwrap().starts_with("speech on the CPU: "));
                 let e = resolve(&setup(BackendChoice::Cuda)).unwrap_err();
                 assert!(matches!(e, SpeechError::Unavailable(_)), "{e}");
                 assert!(e.to_string().contains("--backend cpu"), "{e}");
