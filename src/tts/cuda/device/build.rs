@@ -370,3 +370,33 @@ impl Backend for GpuVoice {
         Ok(GpuVoice::synthesize(self, batch, scales, speaker)?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builders racing on one engine path each publish a whole file; no temp file is left.
+    #[test]
+    fn concurrent_writers_never_leave_a_partial_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v-abc-gpu-fp16.engine");
+        let bodies: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i; 1 << 20]).collect();
+        let (bodies, path) = (&bodies, &path);
+        std::thread::scope(|s| {
+            for body in bodies {
+                s.spawn(move || {
+                    for _ in 0..5 {
+                        write_atomically(path, body).unwrap();
+                        let seen = std::fs::read(path).unwrap();
+                        assert!(bodies.contains(&seen), "a reader saw a partial file");
+                    }
+                });
+            }
+        });
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [path.file_name().unwrap()]);
+    }
+}
