@@ -33,9 +33,10 @@ use crate::tts::Speech;
 use crate::tts::select::{BackendInfo, SpeechSetup};
 use crate::tts::voice::VoiceFiles;
 
-/// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being drawn: a
-/// render sends all its uncached sentences at once up to this many (about 15 minutes of speech),
-/// which bounds the audio held in memory. Without batching, speech runs one chunk ahead.
+/// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
+/// workers: a render sends all its uncached sentences at once up to this many (about 15 minutes of
+/// speech; cached ones count too), which bounds the audio held in memory. Without batching, speech
+/// runs one chunk ahead.
 const SPEECH_AHEAD: usize = 256;
 /// Chunks waiting between the speech thread and the workers.
 const CHANNEL_CAPACITY: usize = 2;
@@ -90,6 +91,9 @@ pub struct RenderReport {
     /// The speech backend actually used (backend, GPU, precision).
     pub backend: BackendInfo,
     pub speech: SpeechStats,
+    /// Seconds the chunk workers waited for speech, summed over workers (the first chunk's wait
+    /// included): near zero when speech keeps ahead of drawing and encoding.
+    pub speech_wait_seconds: f64,
     pub wall_seconds: f64,
     /// Seconds per stage summed over threads.
     pub stage_seconds: HashMap<&'static str, f64>,
@@ -320,6 +324,7 @@ pub fn render(
         cancel,
         stop: AtomicBool::new(false),
         workers: opts.threads.max(1),
+        speech_wait_nanos: AtomicU64::new(0),
     };
     let new_chunks = run_threads(&shared, &mut engine, &todo)?;
     for (i, d) in new_chunks {
@@ -364,6 +369,7 @@ pub fn render(
         phrase_hits: shared_hits(&engine, &plan, &todo),
         backend: service.info().clone(),
         speech: engine.stats,
+        speech_wait_seconds: shared.speech_wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
         wall_seconds: wall.elapsed().as_secs_f64(),
         stage_seconds: Stage::ALL
             .iter()
@@ -456,6 +462,8 @@ struct Shared<'a> {
     stop: AtomicBool,
     /// Chunk workers (one per thread asked for; each x264 encoder uses one thread).
     workers: usize,
+    /// Time chunk workers spent waiting for a chunk's audio, summed.
+    speech_wait_nanos: AtomicU64,
 }
 
 impl Shared<'_> {
@@ -517,7 +525,11 @@ fn run_threads(
             let handle = std::thread::Builder::new()
                 .name(format!("chunk{w}"))
                 .spawn_scoped(scope, move || {
+                    let mut idle = Instant::now();
                     for (i, audio) in rx {
+                        shared
+                            .speech_wait_nanos
+                            .fetch_add(idle.elapsed().as_nanos() as u64, Ordering::Relaxed);
                         if shared.stopped() {
                             break;
                         }
@@ -528,6 +540,7 @@ fn run_threads(
                                 break;
                             }
                         }
+                        idle = Instant::now();
                     }
                 })
                 .expect("spawn chunk worker");
@@ -728,19 +741,24 @@ fn speech_loop(
     let mut ahead = Ahead::default();
     let mut done_utterances = 0u64;
     let mut submitted = 0;
+    // Utterances of the chunks requested and not yet sent: what `ahead` may hold.
+    let mut held = 0;
+    let utterances = |c: usize| plan.chunk_utterances(&plan.chunks[c]).len();
     for (n, &c) in todo.iter().enumerate() {
         if shared.stopped() {
             return Err(Error::Cancelled);
         }
         // This chunk and the next one at least; more while the backend batches.
-        while submitted < todo.len() && (submitted <= n + 1 || engine.in_flight() < ahead_limit) {
+        while submitted < todo.len() && (submitted <= n + 1 || held < ahead_limit) {
             ahead.request(plan, todo[submitted], engine, shared.cache, shared.progress)?;
+            held += utterances(todo[submitted]);
             submitted += 1;
         }
         ahead.wait_for(plan, c, engine, shared)?;
         let audio = chunk_audio(plan, c, &ahead.ready, quantum);
         ahead.release(plan, c);
-        done_utterances += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
+        held -= utterances(c);
+        done_utterances += utterances(c) as u64;
         shared.progress.event(Event::Advance {
             stage: Stage::Speech,
             done: done_utterances,

@@ -184,11 +184,6 @@ impl SpeechEngine {
         Ok(ticket)
     }
 
-    /// Utterances submitted and not yet returned.
-    pub fn in_flight(&self) -> usize {
-        self.pending.len()
-    }
-
     /// Waits for the next finished utterance. `stopped` is asked between waits (a stopped render
     /// returns `Cancelled`, and dropping the engine releases its queued items); engine-build
     /// progress goes to `progress`.

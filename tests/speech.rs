@@ -347,4 +347,97 @@ fn render_report_names_the_backend_it_used() {
     assert_eq!(r["speech"]["batches"], 2, "one sentence per CPU call");
     assert_eq!(r["speech"]["mean_batch_items"], 1.0);
     assert!(r["speech"]["model_seconds"].as_f64().unwrap() > 0.0);
+    assert!(r["speech_wait_seconds"].as_f64().unwrap() >= 0.0);
+}
+
+/// `talker batch --concurrency 2`: both renders speak through one batcher, and the result says
+/// which backend ran and what its calls carried.
+#[test]
+fn batch_jobs_share_one_speech_batcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    for (name, text) in [("a", "The first job speaks."), ("b", "The second one too.")] {
+        let script = write_script(
+            dir.path(),
+            &format!("{name}-script.json"),
+            &format!(r#"{{"segments": [{{"text": "{text}"}}]}}"#),
+        );
+        let spec = serde_json::json!({
+            "script": script, "portrait": crate::util::repo("examples/portrait.png"),
+            "output": format!("{name}.mp4"), "size": [128, 128], "framing": "head", "fps": 10,
+        });
+        std::fs::write(jobs.join(format!("{name}.json")), spec.to_string()).unwrap();
+    }
+    let o = crate::util::talker(dir.path())
+        .args([
+            "batch",
+            "--json",
+            "--backend",
+            "cpu",
+            "--concurrency",
+            "2",
+            "--threads",
+            "1",
+        ])
+        .arg("--out-root")
+        .arg(&out)
+        .arg("--queue")
+        .arg(dir.path().join("q.sqlite"))
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    crate::util::assert_success(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let speech = &v["speech"];
+    assert_eq!(speech["backend"], "cpu", "{v}");
+    assert_eq!(speech["totals"]["items"], 2, "{v}");
+    assert_eq!(
+        speech["totals"]["calls"], 2,
+        "one sentence per CPU call: {v}"
+    );
+    for job in v["jobs"].as_array().unwrap() {
+        assert_eq!(job["state"], "succeeded", "{job}");
+        assert_eq!(job["result"]["backend"]["backend"], "cpu", "{job}");
+    }
+}
+
+/// A batching backend (here the CPU with `--batch-budget`, as the GPU always is) gets a render's
+/// sentences of every chunk at once, so they share calls.
+#[test]
+fn a_batching_backend_gets_all_sentences_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(
+        dir.path(),
+        "s.json",
+        r#"{"segments": [{"text": "One two three."}, {"text": "Four five six."},
+                         {"text": "Seven eight nine."}, {"text": "Ten and more."}]}"#,
+    );
+    let out = dir.path().join("o.mp4");
+    let r = render_json(
+        dir.path(),
+        &script,
+        &out,
+        &[
+            "--backend",
+            "cpu",
+            "--batch-budget",
+            "4000",
+            "--max-batch-wait-ms",
+            "500",
+            "--size",
+            "128x128",
+            "--framing",
+            "head",
+            "--threads",
+            "1",
+        ],
+    );
+    assert!(r["chunks"].as_u64().unwrap() >= 2, "{r}");
+    assert_eq!(r["speech"]["synthesized"], 4);
+    let calls = r["speech"]["batches"].as_u64().unwrap();
+    assert!(calls < 4, "sentences of several chunks shared calls: {r}");
+    assert!(r["speech"]["mean_batch_items"].as_f64().unwrap() > 1.0);
 }

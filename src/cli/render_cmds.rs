@@ -134,15 +134,17 @@ pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBo
     Ok(())
 }
 
-/// "speech on cuda (NVIDIA H200, fp16): 12 calls, 9.5 sentences per call, 0.8 s in the model".
+/// "speech on cuda (NVIDIA H200, fp16): 12 calls, 9.5 sentences per call, 0.8 s in the model,
+/// chunk workers waited 0.1 s for it".
 pub fn speech_line(report: &RenderReport) -> String {
     let s = &report.speech;
     format!(
-        "speech on {}: {} calls, {:.1} sentences per call, {:.2} s in the model",
+        "speech on {}: {} calls, {:.1} sentences per call, {:.2} s in the model, chunk workers waited {:.2} s for it",
         report.backend.describe(),
         s.batches,
         s.mean_batch_items,
-        s.model_seconds
+        s.model_seconds,
+        report.speech_wait_seconds
     )
 }
 
