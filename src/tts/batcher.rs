@@ -342,6 +342,10 @@ fn next_batch(shared: &Shared) -> Option<Vec<Item>> {
                     i += 1;
                 }
             }
+            // Another lane may take what is left; submit() woke only one.
+            if !state.queue.is_empty() {
+                shared.ready.notify_one();
+            }
             return Some(batch);
         }
         if state.queue.is_empty() && state.closed {
