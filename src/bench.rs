@@ -27,9 +27,11 @@ use crate::plan::Plan;
 use crate::progress::{Clock, NoProgress, Stage};
 use crate::render::{FramePose, HeadPose};
 use crate::script::Script;
-use crate::speech::{SpeechEngine, SpeechOptions};
+use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
+use crate::tts::SpeechError;
 use crate::tts::batch::BatchLimits;
-use crate::voice::VoiceFiles;
+use crate::tts::select::SpeechSetup;
+use crate::tts::voice::VoiceFiles;
 
 /// Frames drawn for the one-core frame-synthesis figure.
 const FRAME_BENCH_FRAMES: usize = 600;
@@ -91,20 +93,23 @@ pub fn run(opts: &BenchOptions) -> Result<Value> {
     render_opts.cache = CacheLocation::Dir(cache.path().to_path_buf());
     render_opts.output = out_dir.path().join("bench.mp4");
     let cancel = AtomicBool::new(false);
+    let service = SpeechService::start(&render_opts.speech)?;
 
     reset_peak_rss();
-    let cold = render(&render_opts, &NoProgress, &cancel)?;
+    let cold = render(&render_opts, &service, &NoProgress, &cancel)?;
     let cold_peak = peak_rss_mib();
     reset_peak_rss();
-    let cached = render(&render_opts, &NoProgress, &cancel)?;
+    let cached = render(&render_opts, &service, &NoProgress, &cancel)?;
     let cached_peak = peak_rss_mib();
 
-    let (alone, look) = stages_alone(&render_opts, out_dir.path())?;
+    let (alone, look) = stages_alone(&render_opts, &service, out_dir.path())?;
     let tts = tts_comparison(opts)?;
     let frames = frame_synthesis(&look);
 
     Ok(json!({
         "machine": {"cores": std::thread::available_parallelism().map_or(1, |n| n.get()), "threads": render_opts.threads},
+        "backend": service.info(),
+        "speech_totals": service.stats(),
         "input": {
             "script": render_opts.script, "portrait": render_opts.portrait,
             "size": [cold.width, cold.height], "fps": cold.fps,
@@ -124,14 +129,18 @@ pub fn run(opts: &BenchOptions) -> Result<Value> {
 /// many frames in as many chunks with as many workers as the render uses (each chunk cycling 64
 /// frames the rig drew beforehand): the cost no render can avoid, and the denominator of the
 /// overhead ratio.
-fn stages_alone(opts: &RenderOptions, dir: &Path) -> Result<(Value, Look)> {
+fn stages_alone(
+    opts: &RenderOptions,
+    service: &SpeechService,
+    dir: &Path,
+) -> Result<(Value, Look)> {
     let clock = Clock::default();
     let Prepared {
         mut engine,
         look,
         plan,
         ..
-    } = prepare(opts, &NoProgress, &clock)?;
+    } = prepare(opts, service, &NoProgress, &clock)?;
     let t = Instant::now();
     engine.synthesize(&[&plan.utterances[0]])?;
     let load = t.elapsed().as_secs_f64();
@@ -270,17 +279,25 @@ fn tts_comparison(opts: &BenchOptions) -> Result<Value> {
     let r = &opts.render;
     let script = Script::load(&opts.tts_script)?;
     let voice = VoiceFiles::resolve(crate::assets::DEFAULT_VOICE, &r.assets.voices_dir())?;
-    let speech_opts = |limits| SpeechOptions {
+    // The comparison is about the CPU's batching, whatever backend the render used.
+    let service = |limits| {
+        SpeechService::start(&SpeechSetup {
+            cpu_limits: limits,
+            ..SpeechSetup::cpu(r.speech.onnxruntime.clone(), r.threads)
+        })
+    };
+    let (single_service, bucketed_service) = (
+        service(BatchLimits::SINGLE)?,
+        service(BatchLimits::default())?,
+    );
+    let speech_opts = || SpeechOptions {
         voice: voice.clone(),
-        onnxruntime: r.assets.onnxruntime_library().unwrap_or_default(),
-        threads: r.threads,
         speed: 1.0,
         noise: true,
         speaker: 0,
-        limits,
     };
-    let mut single = SpeechEngine::new(speech_opts(BatchLimits::SINGLE))?;
-    let mut bucketed = SpeechEngine::new(speech_opts(BatchLimits::default()))?;
+    let mut single = SpeechEngine::new(&single_service, speech_opts())?;
+    let mut bucketed = SpeechEngine::new(&bucketed_service, speech_opts())?;
     let phonemizer = Phonemizer::global()?;
     let t = Instant::now();
     let plan = Plan::build(
@@ -426,6 +443,7 @@ fn piper_reference(python: &Path, model: &Path, threads: usize, texts: &[String]
                 .unwrap_or_default()
         )));
     }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| Error::Engine(format!("piper-tts reference printed no JSON: {e}")))
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        SpeechError::Engine(format!("piper-tts reference printed no JSON: {e}")).into()
+    })
 }

@@ -16,7 +16,7 @@ use crate::phonemize::PhonemizeError;
 use crate::queue::{QueueError, SpecError};
 use crate::render::RenderError;
 use crate::script::ScriptError;
-use crate::tts::graph_patch::PatchError;
+use crate::tts::SpeechError;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -27,18 +27,14 @@ pub enum Error {
     Usage(String),
     #[error("{0}")]
     Script(#[from] ScriptError),
-    #[error("voice: {0}")]
-    Voice(String),
-    #[error("voice model {path}: {source}")]
-    VoiceGraph { path: PathBuf, source: PatchError },
+    #[error(transparent)]
+    Speech(SpeechError),
     #[error("{0}")]
     Face(#[from] FaceError),
     #[error("portrait cannot be animated: {0}")]
     Rig(#[from] RenderError),
     #[error("{0}")]
     Assets(String),
-    #[error("speech engine: {0}")]
-    Engine(String),
     #[cfg(feature = "render")]
     #[error("phonemizer: {0}")]
     Phonemize(#[from] PhonemizeError),
@@ -70,11 +66,8 @@ impl Error {
     /// 2 for anything the user can fix in what they passed in, 1 otherwise, 130 when cancelled.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage(_)
-            | Error::Script(_)
-            | Error::Voice(_)
-            | Error::VoiceGraph { .. }
-            | Error::Rig(_) => 2,
+            Error::Usage(_) | Error::Script(_) | Error::Rig(_) => 2,
+            Error::Speech(e) => e.exit_code(),
             #[cfg(feature = "render")]
             Error::JobSpec(_) => 2,
             #[cfg(feature = "render")]
@@ -98,7 +91,6 @@ impl Error {
             }
             Error::Cancelled => 130,
             Error::Assets(_)
-            | Error::Engine(_)
             | Error::Cache(_)
             | Error::Io { .. }
             | Error::ThreadLost(_)
@@ -112,9 +104,13 @@ impl Error {
     }
 }
 
-impl From<ort::Error> for Error {
-    fn from(e: ort::Error) -> Self {
-        Error::Engine(e.to_string())
+/// The speech wing's error, wrapped once; its cancellation is the render's.
+impl From<SpeechError> for Error {
+    fn from(e: SpeechError) -> Self {
+        match e.root() {
+            SpeechError::Cancelled => Error::Cancelled,
+            _ => Error::Speech(e),
+        }
     }
 }
 
@@ -125,7 +121,11 @@ mod tests {
     #[test]
     fn bad_input_is_2_and_the_rest_1() {
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
-        assert_eq!(Error::Voice("x".into()).exit_code(), 2);
+        assert_eq!(Error::from(SpeechError::Voice("x".into())).exit_code(), 2);
+        assert!(matches!(
+            Error::from(SpeechError::Cancelled),
+            Error::Cancelled
+        ));
         assert_eq!(
             Error::Face(FaceError::NoFace { path: "p".into() }).exit_code(),
             2

@@ -8,7 +8,6 @@ pub mod cache;
 pub mod chunk;
 pub mod error;
 pub mod face;
-pub mod gpu;
 pub mod lipsync;
 #[cfg(feature = "render")]
 pub mod look;
@@ -31,6 +30,5 @@ pub mod script;
 pub mod speech;
 pub mod text;
 pub mod tts;
-pub mod voice;
 
 pub use error::{Error, Result};

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! main: script → face → plan (text, phonemes, keys) → cache lookups
-//!   speech thread: windows of missing chunks → phrase cache / bucketed synthesis → chunk audio ─┐
+//!   speech thread: phrase cache / requests ahead to the speech service → chunk audio ─────────┐
 //!   chunk workers (one per core): frames → x264 → chunk file in the cache  ◀── bounded channel ─┘
 //! main: every chunk, cached or new → MP4 (temp file, renamed when complete)
 //! ```
@@ -28,15 +28,16 @@ use crate::phonemize::Phonemizer;
 use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
 use crate::script::Script;
-use crate::speech::{SpeechEngine, SpeechOptions, SpeechStats};
+use crate::speech::{SpeechEngine, SpeechOptions, SpeechService, SpeechStats};
 use crate::tts::Speech;
-use crate::tts::batch::BatchLimits;
-use crate::voice::VoiceFiles;
+use crate::tts::select::{BackendInfo, SpeechSetup};
+use crate::tts::voice::VoiceFiles;
 
-/// Most utterances gathered before a round of synthesis (the pool the length buckets draw from).
-/// The first window is one chunk and, when batching, each next one doubles, so the workers start
-/// early; without batching every window is one chunk.
-const SPEECH_WINDOW: usize = 32;
+/// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
+/// workers: a render sends all its uncached sentences at once up to this many (about 15 minutes of
+/// speech; cached ones count too), which bounds the audio held in memory. Without batching, speech
+/// runs one chunk ahead.
+const SPEECH_AHEAD: usize = 256;
 /// Chunks waiting between the speech thread and the workers.
 const CHANNEL_CAPACITY: usize = 2;
 
@@ -69,7 +70,8 @@ pub struct RenderOptions {
     pub threads: usize,
     /// Piper's sampling noise (on by default, as Piper does; off makes speech deterministic).
     pub noise: bool,
-    pub batch: BatchLimits,
+    /// Backend, precision, engines and batching (a worker's renders share one service).
+    pub speech: SpeechSetup,
 }
 
 /// What a render did and how long each part took.
@@ -86,7 +88,12 @@ pub struct RenderReport {
     pub chunks_reused: usize,
     pub utterances: usize,
     pub phrase_hits: u64,
+    /// The speech backend actually used (backend, GPU, precision).
+    pub backend: BackendInfo,
     pub speech: SpeechStats,
+    /// Seconds the chunk workers waited for speech, summed over workers (the first chunk's wait
+    /// included): near zero when speech keeps ahead of drawing and encoding.
+    pub speech_wait_seconds: f64,
     pub wall_seconds: f64,
     /// Seconds per stage summed over threads.
     pub stage_seconds: HashMap<&'static str, f64>,
@@ -171,7 +178,12 @@ pub struct Prepared {
 
 /// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
 /// checks first, so bad input fails in milliseconds.
-pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> Result<Prepared> {
+pub fn prepare(
+    opts: &RenderOptions,
+    service: &SpeechService,
+    progress: &dyn Progress,
+    clock: &Clock,
+) -> Result<Prepared> {
     let t = Instant::now();
     let script = Script::load(&opts.script)?;
     let voice_name = opts
@@ -180,15 +192,15 @@ pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> 
         .or_else(|| script.voice.clone())
         .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
     let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
-    let engine = SpeechEngine::new(SpeechOptions {
-        voice,
-        onnxruntime: opts.assets.onnxruntime_library()?,
-        threads: opts.threads.max(1),
-        speed: script.speed,
-        noise: opts.noise,
-        speaker: 0,
-        limits: opts.batch,
-    })?;
+    let engine = SpeechEngine::new(
+        service,
+        SpeechOptions {
+            voice,
+            speed: script.speed,
+            noise: opts.noise,
+            speaker: 0,
+        },
+    )?;
     clock.add(Stage::Script, t.elapsed());
 
     let t = Instant::now();
@@ -256,8 +268,10 @@ pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> 
     })
 }
 
+/// Renders with the process's speech service (`service`, shared by every render it runs).
 pub fn render(
     opts: &RenderOptions,
+    service: &SpeechService,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<RenderReport> {
@@ -269,7 +283,7 @@ pub fn render(
         mut engine,
         look,
         plan,
-    } = prepare(opts, progress, &clock)?;
+    } = prepare(opts, service, progress, &clock)?;
     let (fps, size) = (look.video.fps, (look.video.width, look.video.height));
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
@@ -310,6 +324,7 @@ pub fn render(
         cancel,
         stop: AtomicBool::new(false),
         workers: opts.threads.max(1),
+        speech_wait_nanos: AtomicU64::new(0),
     };
     let new_chunks = run_threads(&shared, &mut engine, &todo)?;
     for (i, d) in new_chunks {
@@ -352,7 +367,9 @@ pub fn render(
         chunks_reused,
         utterances: plan.utterances.len(),
         phrase_hits: shared_hits(&engine, &plan, &todo),
+        backend: service.info().clone(),
         speech: engine.stats,
+        speech_wait_seconds: shared.speech_wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
         wall_seconds: wall.elapsed().as_secs_f64(),
         stage_seconds: Stage::ALL
             .iter()
@@ -445,6 +462,8 @@ struct Shared<'a> {
     stop: AtomicBool,
     /// Chunk workers (one per thread asked for; each x264 encoder uses one thread).
     workers: usize,
+    /// Time chunk workers spent waiting for a chunk's audio, summed.
+    speech_wait_nanos: AtomicU64,
 }
 
 impl Shared<'_> {
@@ -506,7 +525,11 @@ fn run_threads(
             let handle = std::thread::Builder::new()
                 .name(format!("chunk{w}"))
                 .spawn_scoped(scope, move || {
+                    let mut idle = Instant::now();
                     for (i, audio) in rx {
+                        shared
+                            .speech_wait_nanos
+                            .fetch_add(idle.elapsed().as_nanos() as u64, Ordering::Relaxed);
                         if shared.stopped() {
                             break;
                         }
@@ -517,6 +540,7 @@ fn run_threads(
                                 break;
                             }
                         }
+                        idle = Instant::now();
                     }
                 })
                 .expect("spawn chunk worker");
@@ -606,8 +630,105 @@ fn render_one(
     Ok(done)
 }
 
-/// Walks the chunks to render in order, a window at a time: cached phrases are read, missing ones
-/// synthesised in bucketed batches and cached, and each chunk's audio is sent to the workers.
+/// What the speech thread has asked for and holds, by phrase key.
+#[derive(Default)]
+struct Ahead {
+    /// Speech ready for the chunks submitted and not yet sent.
+    ready: HashMap<Key, Speech>,
+    /// Submitted to the service: ticket → key.
+    tickets: HashMap<u64, Key>,
+    /// Keys waiting for a ticket.
+    waiting: HashMap<Key, u64>,
+    /// How many submitted, unsent chunk utterances use each key.
+    uses: HashMap<Key, usize>,
+}
+
+impl Ahead {
+    /// Looks a chunk's phrases up in the cache and asks the service for the missing ones.
+    fn request(
+        &mut self,
+        plan: &Plan,
+        chunk: usize,
+        engine: &mut SpeechEngine,
+        cache: &Cache,
+        progress: &dyn Progress,
+    ) -> Result<()> {
+        let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
+        let keys: Vec<Key> = utterances
+            .clone()
+            .map(|u| plan.utterances[u].key)
+            .filter(|k| !self.ready.contains_key(k) && !self.waiting.contains_key(k))
+            .collect();
+        if !keys.is_empty() {
+            let hits = cache.get_phrases(&keys).unwrap_or_else(|e| {
+                progress.event(Event::Warning {
+                    message: format!("{e}; synthesising without the cache"),
+                });
+                HashMap::new()
+            });
+            self.ready.extend(hits);
+        }
+        for u in utterances {
+            let key = plan.utterances[u].key;
+            *self.uses.entry(key).or_insert(0) += 1;
+            if !self.ready.contains_key(&key) && !self.waiting.contains_key(&key) {
+                let ticket = engine.submit(&plan.utterances[u])?;
+                self.tickets.insert(ticket, key);
+                self.waiting.insert(key, ticket);
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives speech until every phrase of `chunk` is ready; new speech is cached.
+    fn wait_for(
+        &mut self,
+        plan: &Plan,
+        chunk: usize,
+        engine: &mut SpeechEngine,
+        shared: &Shared,
+    ) -> Result<()> {
+        let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
+        while utterances
+            .clone()
+            .any(|u| !self.ready.contains_key(&plan.utterances[u].key))
+        {
+            let t = Instant::now();
+            let (ticket, speech) = engine.next(shared.progress, &|| shared.stopped())?;
+            shared.clock.add(Stage::Speech, t.elapsed());
+            let Some(key) = self.tickets.remove(&ticket) else {
+                continue;
+            };
+            self.waiting.remove(&key);
+            if let Err(e) = shared.cache.put_phrase(key, &speech) {
+                shared.progress.event(Event::Warning {
+                    message: format!("{e}; this phrase is not cached"),
+                });
+            }
+            self.ready.insert(key, speech);
+        }
+        Ok(())
+    }
+
+    /// Forgets the speech of a sent chunk that no later submitted chunk needs.
+    fn release(&mut self, plan: &Plan, chunk: usize) {
+        for u in plan.chunk_utterances(&plan.chunks[chunk]) {
+            let key = plan.utterances[u].key;
+            if let Some(n) = self.uses.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.uses.remove(&key);
+                    self.ready.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+/// Walks the chunks to render in order. Speech is asked for ahead: on a batching backend (the
+/// GPU) every uncached sentence up to [`SPEECH_AHEAD`], otherwise the next chunk's, so the
+/// backend works while the chunk workers draw and encode. Each chunk's audio goes to the workers
+/// as soon as its phrases are back.
 fn speech_loop(
     shared: &Shared,
     engine: &mut SpeechEngine,
@@ -616,46 +737,36 @@ fn speech_loop(
 ) -> Result<()> {
     let plan = shared.plan;
     let quantum = frame_quantum(plan.sample_rate, shared.look.video.fps);
+    let ahead_limit = if engine.batches() { SPEECH_AHEAD } else { 0 };
+    let mut ahead = Ahead::default();
     let mut done_utterances = 0u64;
-    let mut next = 0;
-    let mut window_size = 1;
-    while next < todo.len() {
+    let mut submitted = 0;
+    // Utterances of the chunks requested and not yet sent: what `ahead` may hold.
+    let mut held = 0;
+    let utterances = |c: usize| plan.chunk_utterances(&plan.chunks[c]).len();
+    for (n, &c) in todo.iter().enumerate() {
         if shared.stopped() {
             return Err(Error::Cancelled);
         }
-        // A window: chunks until enough utterances are gathered.
-        let mut end = next;
-        let mut count = 0;
-        while end < todo.len() && (end == next || count < window_size) {
-            count += plan.chunk_utterances(&plan.chunks[todo[end]]).len();
-            end += 1;
+        // This chunk and the next one at least; more while the backend batches.
+        while submitted < todo.len() && (submitted <= n + 1 || held < ahead_limit) {
+            ahead.request(plan, todo[submitted], engine, shared.cache, shared.progress)?;
+            held += utterances(todo[submitted]);
+            submitted += 1;
         }
-        let window = &todo[next..end];
-        if engine.batches() {
-            window_size = (window_size * 2).min(SPEECH_WINDOW);
+        ahead.wait_for(plan, c, engine, shared)?;
+        let audio = chunk_audio(plan, c, &ahead.ready, quantum);
+        ahead.release(plan, c);
+        held -= utterances(c);
+        done_utterances += utterances(c) as u64;
+        shared.progress.event(Event::Advance {
+            stage: Stage::Speech,
+            done: done_utterances,
+        });
+        tracing::debug!(chunk = c, "speech ready");
+        if tx.send((c, audio)).is_err() {
+            return Err(Error::Cancelled);
         }
-        let speeches = speak(
-            plan,
-            window,
-            engine,
-            shared.cache,
-            shared.progress,
-            shared.clock,
-        )?;
-        tracing::debug!(chunks = window.len(), "speech window ready");
-        for &c in window {
-            let chunk = &plan.chunks[c];
-            let audio = chunk_audio(plan, c, &speeches, quantum);
-            done_utterances += plan.chunk_utterances(chunk).len() as u64;
-            shared.progress.event(Event::Advance {
-                stage: Stage::Speech,
-                done: done_utterances,
-            });
-            if tx.send((c, audio)).is_err() {
-                return Err(Error::Cancelled);
-            }
-        }
-        next = end;
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use crate::phonemize::Phonemizer;
 use crate::progress::{Clock, Stage};
 use crate::script::Script;
 use crate::text;
-use crate::voice::{Kept, Scales, VoiceConfig};
+use crate::tts::voice::{Kept, Scales, VoiceConfig};
 
 /// Sentences longer than this are split at clause punctuation before synthesis. The voice model's
 /// memory grows by about 20 MB per second of audio in one call, so this bounds the peak (about

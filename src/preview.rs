@@ -41,12 +41,13 @@ struct Sample {
 
 pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Result<PreviewReport> {
     let clock = Clock::default();
+    let service = crate::speech::SpeechService::start(&opts.speech)?;
     let Prepared {
         mut engine,
         look,
         plan,
         ..
-    } = prepare(opts, progress, &clock)?;
+    } = prepare(opts, &service, progress, &clock)?;
     let (cache, _temp) = open_cache(&opts.cache, out, progress)?;
     let sr = plan.sample_rate;
     let quantum = frame_quantum(sr, look.video.fps);

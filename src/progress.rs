@@ -20,6 +20,8 @@ pub enum Stage {
     Phonemes,
     /// Finding the face and preparing the rig.
     Face,
+    /// Building a CUDA speech engine (once per voice, GPU and precision).
+    Engine,
     /// Running the voice model.
     Speech,
     /// Drawing frames.
@@ -31,11 +33,12 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Script,
         Stage::Text,
         Stage::Phonemes,
         Stage::Face,
+        Stage::Engine,
         Stage::Speech,
         Stage::Frames,
         Stage::Encode,
@@ -48,6 +51,7 @@ impl Stage {
             Stage::Text => "text",
             Stage::Phonemes => "phonemes",
             Stage::Face => "face",
+            Stage::Engine => "engine",
             Stage::Speech => "speech",
             Stage::Frames => "frames",
             Stage::Encode => "encode",
@@ -59,7 +63,7 @@ impl Stage {
 /// Time spent per stage, summed over threads (so parallel stages can add up to more than the wall).
 #[derive(Debug, Default)]
 pub struct Clock {
-    nanos: [AtomicU64; 8],
+    nanos: [AtomicU64; 9],
 }
 
 impl Clock {

@@ -1,44 +1,93 @@
-//! The speech stage: utterances → [`Speech`], synthesising in length-bucketed batches.
+//! The speech stage: utterances → [`Speech`], through the process's one [`SpeechService`].
 //!
 //! Input: planned utterances (phoneme ids + the phonemes they came from). Output: 16-bit PCM and
-//! per-phoneme sample spans for each, in the order asked. The model is loaded on first use, so a
+//! per-phoneme sample spans for each. A [`SpeechService`] holds the backend this process chose
+//! (`--backend`) behind a [`Batcher`]; every render gets a [`SpeechEngine`] (a client of it), so
+//! the sentences of all running renders share model calls. Voices are loaded on first use, so a
 //! render whose speech is all cached never pays for it.
 
-use std::path::PathBuf;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
 use crate::plan::{SpeechIdentity, Utterance};
-use crate::tts::batch::{self, BatchLimits};
-use crate::tts::piper::PiperModel;
-use crate::tts::{Speech, align, to_pcm16};
-use crate::voice::{Scales, VoiceConfig, VoiceFiles};
+use crate::progress::{NoProgress, Progress};
+use crate::tts::batch::DEFAULT_EDGES;
+use crate::tts::batcher::{Batcher, BatcherStats, Client, Policy, Reply, VoiceRef};
+use crate::tts::select::{self, BackendInfo, Resolved, SpeechSetup};
+use crate::tts::voice::{Kept, Scales, VoiceConfig, VoiceFiles};
+use crate::tts::{Speech, SpeechError, align, to_pcm16};
 
 /// Every utterance is scaled so its peak sits here (Piper normalises to full scale; a little
 /// headroom keeps the AAC encoder from clipping).
 const PEAK: f32 = 0.9;
+/// How often a waiting render checks whether it was stopped.
+const POLL: Duration = Duration::from_millis(50);
 
-/// How a voice is to be run.
+/// The backend this process speaks with, and the batcher that owns it.
+pub struct SpeechService {
+    resolved: Resolved,
+    batcher: Batcher,
+}
+
+impl SpeechService {
+    /// Decides the backend (failing before any work when `--backend cuda` has no GPU) and starts
+    /// the batcher's lanes; no voice is loaded yet.
+    pub fn start(setup: &SpeechSetup) -> Result<SpeechService, SpeechError> {
+        let resolved = select::resolve(setup)?;
+        let policy = Policy {
+            limits: resolved.limits,
+            edges: DEFAULT_EDGES.to_vec(),
+            max_wait: setup.max_wait,
+            lanes: resolved.lanes,
+        };
+        let batcher = Batcher::start(Box::new(resolved.clone()), policy);
+        Ok(SpeechService { resolved, batcher })
+    }
+
+    pub fn info(&self) -> &BackendInfo {
+        &self.resolved.info
+    }
+
+    /// Why `auto` speaks on the CPU, if it does.
+    pub fn note(&self) -> Option<&str> {
+        self.resolved.info.note.as_deref()
+    }
+
+    /// Calls, items and model seconds over every render so far.
+    pub fn stats(&self) -> BatcherStats {
+        self.batcher.stats()
+    }
+
+    /// Whether several sentences share a model call (then a render sends all its sentences
+    /// ahead; otherwise one chunk ahead).
+    pub fn batches(&self) -> bool {
+        self.batcher.policy().limits.max_items > 1
+    }
+}
+
+/// How a voice is to be spoken.
 #[derive(Debug, Clone)]
 pub struct SpeechOptions {
     pub voice: VoiceFiles,
-    pub onnxruntime: PathBuf,
-    pub threads: usize,
     /// 1.0 is the voice's own pace; 2.0 twice as fast.
     pub speed: f32,
     /// Sampling noise as the voice config sets it; `false` gives deterministic output.
     pub noise: bool,
     pub speaker: u32,
-    pub limits: BatchLimits,
 }
 
-/// Counters the benchmark reports.
+/// This render's share of the speech work.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct SpeechStats {
     pub synthesized: u64,
+    /// Model calls that carried at least one of this render's utterances.
     pub batches: u64,
+    /// Mean items per call over those calls (items of every render in them).
+    pub mean_batch_items: f64,
+    /// This render's share of the model time (a call's seconds split evenly over its items).
     pub model_seconds: f64,
     pub load_seconds: f64,
     pub padded_ids: u64,
@@ -56,20 +105,29 @@ impl SpeechStats {
     }
 }
 
+/// One render's speech: its voice and its client of the service.
 pub struct SpeechEngine {
-    options: SpeechOptions,
+    client: Client,
+    voice: Arc<VoiceRef>,
     config: VoiceConfig,
     identity: SpeechIdentity,
-    model: Option<PiperModel>,
+    batches: bool,
+    /// Submitted, not yet returned: ticket → the phonemes to align.
+    pending: HashMap<u64, Vec<Kept>>,
+    /// Calls seen so far → their item counts.
+    calls: HashMap<u64, usize>,
     pub stats: SpeechStats,
 }
 
 impl SpeechEngine {
-    /// Reads the voice's config and hashes its model file; does not load the model yet.
-    pub fn new(options: SpeechOptions) -> Result<SpeechEngine> {
+    /// Reads the voice's config and hashes its model file; does not load the model.
+    pub fn new(
+        service: &SpeechService,
+        options: SpeechOptions,
+    ) -> Result<SpeechEngine, SpeechError> {
         let config = VoiceConfig::load(&options.voice.config)?;
         if options.speaker >= config.num_speakers.max(1) {
-            return Err(Error::Voice(format!(
+            return Err(SpeechError::Voice(format!(
                 "speaker {} does not exist; {} has {} speaker(s)",
                 options.speaker, options.voice.name, config.num_speakers
             )));
@@ -81,30 +139,29 @@ impl SpeechEngine {
             length: d.length / options.speed,
             noise_w: if options.noise { d.noise_w } else { 0.0 },
         };
-        let runtime = options
-            .onnxruntime
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let identity = SpeechIdentity {
             voice_hash,
             scales,
             speaker: options.speaker,
-            engine: format!("{runtime}/cpu/fp32"),
+            engine: service.info().cache_tag(),
         };
         Ok(SpeechEngine {
-            options,
+            client: service.batcher.client(),
+            voice: Arc::new(VoiceRef {
+                files: options.voice,
+                hash: voice_hash,
+            }),
             config,
             identity,
-            model: None,
+            batches: service.batches(),
+            pending: HashMap::new(),
+            calls: HashMap::new(),
             stats: SpeechStats::default(),
         })
     }
 
-    /// Whether several sentences may share a model call (then the pipeline gathers windows of
-    /// sentences for the length buckets; otherwise it streams chunk by chunk).
     pub fn batches(&self) -> bool {
-        self.options.limits.max_items > 1
+        self.batches
     }
 
     pub fn config(&self) -> &VoiceConfig {
@@ -115,57 +172,84 @@ impl SpeechEngine {
         &self.identity
     }
 
-    fn model(&mut self) -> Result<&mut PiperModel> {
-        if self.model.is_none() {
-            let t = Instant::now();
-            let model = PiperModel::load(
-                &self.options.voice,
-                &self.options.onnxruntime,
-                self.options.threads,
-            )?;
-            self.stats.load_seconds += t.elapsed().as_secs_f64();
-            self.model = Some(model);
-        }
-        Ok(self.model.as_mut().expect("loaded above"))
-    }
-
-    /// Synthesises `utterances` in bucketed batches; results come back in the same order.
-    pub fn synthesize(&mut self, utterances: &[&Utterance]) -> Result<Vec<Speech>> {
-        let lengths: Vec<usize> = utterances.iter().map(|u| u.ids.len()).collect();
-        let batches = batch::plan(&lengths, batch::DEFAULT_EDGES, self.options.limits);
-        let (scales, speaker, hop, rate) = (
+    /// Queues an utterance; [`SpeechEngine::next`] returns it with this ticket.
+    pub fn submit(&mut self, u: &Utterance) -> Result<u64, SpeechError> {
+        let ticket = self.client.submit(
+            &self.voice,
             self.identity.scales,
             self.identity.speaker,
-            self.config.hop,
-            self.config.sample_rate,
-        );
-        let mut out: Vec<Option<Speech>> = vec![None; utterances.len()];
-        for b in &batches {
-            let ids: Vec<&[i64]> = b.iter().map(|&i| utterances[i].ids.as_slice()).collect();
-            let t = Instant::now();
-            let raw = self.model()?.synthesize(&ids, scales, speaker)?;
-            self.stats.model_seconds += t.elapsed().as_secs_f64();
-            self.stats.batches += 1;
-            let longest = ids.iter().map(|i| i.len()).max().unwrap_or(0);
-            self.stats.padded_ids += (longest * ids.len()) as u64;
-            self.stats.real_ids += ids.iter().map(|i| i.len() as u64).sum::<u64>();
-            for (&i, r) in b.iter().zip(raw) {
-                let pcm = to_pcm16(&normalize_peak(r.pcm));
-                let phones = align(&utterances[i].kept, &r.id_frames, hop, pcm.len() as u64);
-                self.stats.synthesized += 1;
-                self.stats.audio_samples += pcm.len() as u64;
-                out[i] = Some(Speech {
-                    sample_rate: rate,
-                    pcm,
-                    phones,
-                });
+            u.ids.clone(),
+        )?;
+        self.pending.insert(ticket, u.kept.clone());
+        Ok(ticket)
+    }
+
+    /// Waits for the next finished utterance. `stopped` is asked between waits (a stopped render
+    /// returns `Cancelled`, and dropping the engine releases its queued items); engine-build
+    /// progress goes to `progress`.
+    pub fn next(
+        &mut self,
+        progress: &dyn Progress,
+        stopped: &dyn Fn() -> bool,
+    ) -> Result<(u64, Speech), SpeechError> {
+        loop {
+            if self.pending.is_empty() {
+                return Err(SpeechError::Engine("nothing was asked for".into()));
             }
-            release_freed_memory();
+            if stopped() {
+                return Err(SpeechError::Cancelled);
+            }
+            match self.client.recv_timeout(POLL) {
+                None => {}
+                Some(Reply::Event(e)) => progress.event(e),
+                Some(Reply::Done {
+                    ticket,
+                    result,
+                    call,
+                }) => {
+                    let kept = self.pending.remove(&ticket).unwrap_or_default();
+                    let s = &mut self.stats;
+                    s.load_seconds += call.load_seconds;
+                    s.model_seconds += call.seconds / call.items.max(1) as f64;
+                    if self.calls.insert(call.call, call.items).is_none() {
+                        s.batches += 1;
+                        s.padded_ids += call.padded_ids as u64;
+                    }
+                    s.mean_batch_items =
+                        self.calls.values().sum::<usize>() as f64 / self.calls.len() as f64;
+                    let raw = result?;
+                    let pcm = to_pcm16(&normalize_peak(raw.pcm));
+                    let phones = align(&kept, &raw.id_frames, self.config.hop, pcm.len() as u64);
+                    s.synthesized += 1;
+                    s.real_ids += raw.id_frames.len() as u64;
+                    s.audio_samples += pcm.len() as u64;
+                    return Ok((
+                        ticket,
+                        Speech {
+                            sample_rate: self.config.sample_rate,
+                            pcm,
+                            phones,
+                        },
+                    ));
+                }
+            }
         }
-        Ok(out
-            .into_iter()
-            .map(|s| s.expect("every utterance is in exactly one batch"))
-            .collect())
+    }
+
+    /// Synthesises `utterances` (all submitted at once); results come back in the same order.
+    pub fn synthesize(&mut self, utterances: &[&Utterance]) -> Result<Vec<Speech>, SpeechError> {
+        let mut order = HashMap::new();
+        for (i, u) in utterances.iter().enumerate() {
+            order.insert(self.submit(u)?, i);
+        }
+        let mut out: Vec<Option<Speech>> = vec![None; utterances.len()];
+        while out.iter().any(Option::is_none) {
+            let (ticket, speech) = self.next(&NoProgress, &|| false)?;
+            if let Some(&i) = order.get(&ticket) {
+                out[i] = Some(speech);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
     }
 }
 
@@ -180,29 +264,19 @@ fn normalize_peak(mut pcm: Vec<f32>) -> Vec<f32> {
 }
 
 /// sha256 of a file, streamed.
-pub fn hash_file(path: &std::path::Path) -> Result<[u8; 32]> {
+pub fn hash_file(path: &std::path::Path) -> Result<[u8; 32], SpeechError> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(Error::io(path))?;
+    let mut file = std::fs::File::open(path).map_err(SpeechError::io(path))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = file.read(&mut buf).map_err(Error::io(path))?;
+        let n = file.read(&mut buf).map_err(SpeechError::io(path))?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
     }
     Ok(hasher.finalize().into())
-}
-
-/// Hands memory freed during a call (output copies, buffers outside ONNX Runtime's arena) back to
-/// the system after each call, so it does not pile up in glibc's arenas over a long script.
-fn release_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; no pointer is invalidated.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 #[cfg(test)]

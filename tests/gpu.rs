@@ -3,15 +3,15 @@
 //! CLI on a machine without CUDA (a clear error, never a panic). The device itself is checked by
 //! scripts/gpu-check on a GPU machine.
 
-use talker::gpu::io::{Feed, split};
-use talker::gpu::onnx::Model;
-use talker::gpu::plan::Plan;
-use talker::gpu::quant::snr_db;
-use talker::gpu::reference::{Hooks, HostExecutor};
 use talker::phonemize::Phonemizer;
-use talker::voice::Scales;
+use talker::tts::cuda::io::{Feed, split};
+use talker::tts::cuda::onnx::Model;
+use talker::tts::cuda::plan::Plan;
+use talker::tts::cuda::quant::snr_db;
+use talker::tts::cuda::reference::{Hooks, HostExecutor};
+use talker::tts::voice::Scales;
 
-use crate::util::{default_voice, load_model, talker};
+use crate::util::{default_voice, load_model, repo, talker, write_script};
 
 const QUIET: Scales = Scales {
     noise: 0.0,
@@ -72,7 +72,7 @@ fn engine_commands_without_a_gpu_fail_cleanly() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
-    if talker::gpu::cuda::libraries_present().is_err() {
+    if talker::tts::cuda::device::libraries_present().is_err() {
         assert!(!o.status.success());
         assert!(stderr.contains("no usable GPU"), "{stderr}");
     }
@@ -85,4 +85,60 @@ fn engine_commands_without_a_gpu_fail_cleanly() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not an ids file"));
+}
+
+/// `--backend cuda` on a machine without a usable GPU (CI): exit 1 with a message that says what
+/// to do, before any work (no output, no queue), never a panic. A bad `$TALKER_BACKEND` is bad
+/// input (exit 2).
+#[test]
+fn backend_cuda_without_a_gpu_fails_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path(), "s.json", r#"{"segments": [{"text": "Hi."}]}"#);
+    let out = dir.path().join("o.mp4");
+    let render = |extra: &[&str], env: Option<&str>| {
+        let mut c = talker(dir.path());
+        c.args(["render", "-o"])
+            .arg(&out)
+            .arg(&script)
+            .arg(repo("examples/portrait.png"))
+            .args(extra);
+        if let Some(v) = env {
+            c.env("TALKER_BACKEND", v);
+        }
+        c.output().unwrap()
+    };
+    let o = render(&[], Some("tpu"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("$TALKER_BACKEND"));
+    if talker::tts::cuda::device::probe().is_ok() {
+        return; // a GPU machine: `cuda` works there (scripts/gpu-render measures it)
+    }
+    for o in [
+        render(&["--backend", "cuda"], None),
+        render(&[], Some("cuda")),
+    ] {
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.contains("--backend cuda: no usable GPU") && stderr.contains("--backend cpu"),
+            "{stderr}"
+        );
+        assert!(!out.exists());
+    }
+    let jobs = dir.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::write(jobs.join("a.json"), "{}").unwrap();
+    let o = talker(dir.path())
+        .args(["batch", "--backend", "cuda", "--queue"])
+        .arg(dir.path().join("q.sqlite"))
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no usable GPU"));
+    assert!(
+        !dir.path().join("q.sqlite").exists(),
+        "nothing was enqueued"
+    );
 }

@@ -11,7 +11,8 @@ use talker::lipsync;
 use talker::look::Framing;
 use talker::pipeline::{CacheLocation, RenderOptions, chunk_audio, prepare, speak};
 use talker::progress::{Clock, NoProgress};
-use talker::tts::batch::BatchLimits;
+use talker::speech::SpeechService;
+use talker::tts::select::SpeechSetup;
 
 use crate::util::*;
 
@@ -69,10 +70,16 @@ fn rendered_mouth_follows_the_plan_and_the_audio_and_holds_still() {
         preset: "veryfast".into(),
         threads: 1,
         noise: false,
-        batch: BatchLimits::SINGLE,
+        speech: SpeechSetup::cpu(
+            Assets::locate(None)
+                .onnxruntime_library()
+                .map_err(|e| e.to_string()),
+            1,
+        ),
     };
     let clock = Clock::default();
-    let mut p = prepare(&opts, &NoProgress, &clock).unwrap();
+    let service = SpeechService::start(&opts.speech).unwrap();
+    let mut p = prepare(&opts, &service, &NoProgress, &clock).unwrap();
     let cache = Cache::open(&dir.path().join("cache")).unwrap();
     let sr = p.plan.sample_rate;
     let fps = p.look.video.fps;

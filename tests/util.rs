@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use talker::assets::{Assets, DEFAULT_VOICE};
-use talker::tts::piper::PiperModel;
-use talker::voice::VoiceFiles;
+use talker::tts::onnx::PiperModel;
+use talker::tts::voice::VoiceFiles;
 
 /// The assets that scripts/fetch-assets installs; tests need the real models.
 pub fn assets() -> Assets {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
-use talker::gpu::engine::{EngineError, EngineFile, MAGIC};
+use talker::tts::cuda::engine::{EngineError, EngineFile, MAGIC};
 
 fuzz_target!(|data: &[u8]| {
     let mut bytes = MAGIC.to_vec();

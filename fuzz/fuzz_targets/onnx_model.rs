@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use talker::gpu::onnx::Model;
-use talker::gpu::plan::Plan;
+use talker::tts::cuda::onnx::Model;
+use talker::tts::cuda::plan::Plan;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(model) = Model::parse(data) {

@@ -110,6 +110,52 @@ pub enum CacheAction {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BackendArg {
+    /// The GPU when the CUDA libraries load and a device is found, else the CPU (saying why).
+    Auto,
+    /// ONNX Runtime on the CPU.
+    Cpu,
+    /// A compiled engine on the NVIDIA GPU; fails (exit 1) when there is none.
+    Cuda,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum PrecisionArg {
+    Fp32,
+    Fp16,
+    Int8,
+}
+
+impl From<PrecisionArg> for talker::tts::Precision {
+    fn from(p: PrecisionArg) -> talker::tts::Precision {
+        match p {
+            PrecisionArg::Fp32 => talker::tts::Precision::F32,
+            PrecisionArg::Fp16 => talker::tts::Precision::F16,
+            PrecisionArg::Int8 => talker::tts::Precision::I8,
+        }
+    }
+}
+
+/// Where speech runs and how it is batched (render, bench, worker, batch).
+#[derive(Debug, Args, Clone)]
+pub struct SpeechArgs {
+    /// Where the voice model runs [default: $TALKER_BACKEND, else auto].
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+    /// Precision of the CUDA engine (ONNX Runtime on the CPU always runs fp32; int8 is faster
+    /// but noisier, see docs/gpu.md).
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Fp16)]
+    pub precision: PrecisionArg,
+    /// Where CUDA engines are kept; one is built on first use per voice, GPU and precision
+    /// [default: engines/ in the cache directory].
+    #[arg(long, value_name = "DIR")]
+    pub engines: Option<PathBuf>,
+    /// Longest wait for a length bucket to fill before a partial batch goes to the model.
+    #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=10000))]
+    pub max_batch_wait_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum FramingArg {
     /// The whole portrait, scaled to cover the output size.
     Full,
@@ -159,8 +205,9 @@ pub struct RenderArgs {
     /// Worker threads [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
-    /// Most phoneme ids per voice-model call; sentences of similar length share a call up to this
-    /// budget (0 = one sentence per call). On CPUs batching does not pay (see the README's figures).
+    /// On the CPU: most phoneme ids per voice-model call; sentences of similar length share a call
+    /// up to this budget (0 = one sentence per call). On CPUs batching does not pay (see the
+    /// README's figures); the GPU batches by its own budget.
     #[arg(long, value_name = "IDS", default_value_t = 0)]
     pub batch_budget: usize,
     /// Turn off the voice's sampling noise: the same text always sounds exactly the same.
@@ -169,6 +216,8 @@ pub struct RenderArgs {
     /// Use a temporary cache for this render only.
     #[arg(long)]
     pub no_cache: bool,
+    #[command(flatten)]
+    pub speech: SpeechArgs,
 }
 
 #[derive(Debug, Args)]
@@ -204,6 +253,8 @@ pub struct BenchArgs {
     /// Threads [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    #[command(flatten)]
+    pub speech: SpeechArgs,
 }
 
 fn parse_wxh(s: &str) -> Result<(u32, u32), String> {

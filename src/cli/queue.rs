@@ -14,10 +14,12 @@ use clap::Args;
 use talker::assets::Assets;
 use talker::queue::worker::{self, Backoff, Observer, WorkerEvent, WorkerOptions};
 use talker::queue::{Job, JobRow, JobSpec, Queue, QueueLocation, RenderEnv, spec};
+use talker::speech::SpeechService;
 use talker::{Error, Result};
 
-use super::args::Global;
+use super::args::{Global, SpeechArgs};
 use super::commands::cache_dir;
+use super::render_cmds::speech_setup;
 
 #[derive(Debug, Args, Clone)]
 pub struct QueueArg {
@@ -75,6 +77,9 @@ pub struct WorkArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; port 0 picks one).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    /// The concurrent renders share one speech batcher (one GPU engine, or one CPU session each).
+    #[command(flatten)]
+    pub speech: SpeechArgs,
 }
 
 #[derive(Debug, Args)]
@@ -222,14 +227,22 @@ fn worker_options(
     let concurrency = usize::from(work.concurrency);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let out_root = spec::canonical_root(&work.out_root).map_err(Error::io(&work.out_root))?;
+    let threads = work
+        .threads
+        .map_or((cores / concurrency).max(1), usize::from);
     Ok(WorkerOptions {
         concurrency,
         env: RenderEnv {
             assets: Assets::locate(global.assets.as_deref()),
             cache: cache_dir(global),
-            threads: work
-                .threads
-                .map_or((cores / concurrency).max(1), usize::from),
+            threads,
+            speech: speech_setup(
+                &work.speech,
+                global,
+                threads,
+                concurrency,
+                talker::tts::batch::BatchLimits::SINGLE,
+            )?,
         },
         lease_ttl: work.lease_ttl,
         heartbeat,
@@ -263,15 +276,46 @@ fn bind_metrics(addr: &Option<String>, printer: &Printer) -> Result<Option<TcpLi
     Ok(Some(listener))
 }
 
+/// Starts the worker's one speech service before any job is claimed (`--backend cuda` without a
+/// GPU fails here).
+fn start_speech(opts: &WorkerOptions, printer: &Printer) -> Result<SpeechService> {
+    let service = SpeechService::start(&opts.env.speech)?;
+    if let Some(note) = service.note() {
+        printer.say(note);
+    }
+    Ok(service)
+}
+
+/// The speech service's totals over every render: backend, GPU, calls, batch occupancy.
+fn speech_totals(service: &SpeechService) -> serde_json::Value {
+    let mut v = serde_json::to_value(service.info()).expect("backend info serialises");
+    v["totals"] = serde_json::to_value(service.stats()).expect("stats serialise");
+    v
+}
+
+fn say_speech_totals(printer: &Printer, service: &SpeechService) {
+    let s = service.stats();
+    printer.say(&format!(
+        "speech on {}: {} calls, {:.1} sentences per call, {:.1} s in the model",
+        service.info().describe(),
+        s.calls,
+        s.mean_batch_items,
+        s.model_seconds
+    ));
+}
+
 pub fn run_worker(args: &WorkerArgs, global: &Global, shutdown: &AtomicBool) -> Result<()> {
     let opts = worker_options(&args.work, global, None, args.drain)?;
-    let queue = open_queue(&args.queue, global)?;
     let printer = Printer::new(global);
+    let speech = start_speech(&opts, &printer)?;
+    let queue = open_queue(&args.queue, global)?;
     let listener = bind_metrics(&args.work.metrics, &printer)?;
-    let tally = worker::run(&queue, &opts, &printer, shutdown, listener);
+    let tally = worker::run(&queue, &opts, &speech, &printer, shutdown, listener);
+    say_speech_totals(&printer, &speech);
     if global.json {
-        let tally =
-            serde_json::to_string(&worker::TallyView::from(tally)).expect("tally serialises");
+        let mut tally =
+            serde_json::to_value(worker::TallyView::from(tally)).expect("tally serialises");
+        tally["speech"] = speech_totals(&speech);
         emit(&format!("{tally}\n"))?;
     }
     Ok(())
@@ -291,8 +335,10 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
             args.dir.display()
         )));
     }
-    let queue = open_queue(&args.queue, global)?;
+    let opts = worker_options(&args.work, global, None, true)?;
     let printer = Printer::new(global);
+    let speech = start_speech(&opts, &printer)?;
+    let queue = open_queue(&args.queue, global)?;
     let (mut refused, mut ids, mut up_to_date) = (0, Vec::new(), 0);
     for path in &specs {
         let (job, hash) = match load_job(path, &args.work.out_root) {
@@ -323,10 +369,14 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
         ));
         ids.push(e.id);
     }
-    let opts = worker_options(&args.work, global, Some(ids.clone()), true)?;
+    let opts = WorkerOptions {
+        only: Some(ids.clone()),
+        ..opts
+    };
     let listener = bind_metrics(&args.work.metrics, &printer)?;
     if !ids.is_empty() {
-        worker::run(&queue, &opts, &printer, shutdown, listener);
+        worker::run(&queue, &opts, &speech, &printer, shutdown, listener);
+        say_speech_totals(&printer, &speech);
     }
     let rows = if ids.is_empty() {
         Vec::new()
@@ -337,7 +387,7 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
     if global.json {
         let v = serde_json::json!({
             "specs": specs.len(), "refused": refused, "up_to_date": up_to_date,
-            "jobs": rows,
+            "jobs": rows, "speech": speech_totals(&speech),
         });
         emit(&format!("{v}\n"))?;
     } else {

@@ -64,6 +64,7 @@ fn unit(stage: Stage) -> &'static str {
         Stage::Speech => "sentences",
         Stage::Frames => "frames",
         Stage::Phonemes => "segments",
+        Stage::Engine => "build steps",
         _ => "",
     }
 }

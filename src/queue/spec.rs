@@ -21,7 +21,7 @@ use crate::look::Framing;
 use crate::media::X264_PRESETS;
 use crate::pipeline::{CacheLocation, RenderOptions};
 use crate::script::{Script, did_you_mean, kind};
-use crate::tts::batch::BatchLimits;
+use crate::tts::select::SpeechSetup;
 
 /// Specs are a few hundred bytes; anything this large is not one.
 const MAX_SPEC_BYTES: u64 = 1 << 20;
@@ -113,6 +113,8 @@ pub struct RenderEnv {
     pub assets: Assets,
     pub cache: PathBuf,
     pub threads: usize,
+    /// Backend and batching; the worker's renders share one speech service built from it.
+    pub speech: SpeechSetup,
 }
 
 type Fail = (String, String);
@@ -502,7 +504,7 @@ impl Job {
             preset: self.preset.clone(),
             threads: env.threads.max(1),
             noise: true,
-            batch: BatchLimits::SINGLE,
+            speech: env.speech.clone(),
         }
     }
 }

@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::pipeline::{RenderReport, render};
 use crate::progress::{Event, Progress};
+use crate::speech::SpeechService;
 
 use super::metrics::{self, Metrics, Tally};
 use super::spec::RenderEnv;
@@ -176,13 +177,17 @@ struct Ctx<'a> {
     opts: &'a WorkerOptions,
     observer: &'a dyn Observer,
     metrics: &'a Metrics,
+    /// One speech service for every render of this worker: their sentences share model calls.
+    speech: &'a SpeechService,
     worker: String,
 }
 
-/// Runs until shutdown (or, with `drain`, until no job is left); returns what it did.
+/// Runs until shutdown (or, with `drain`, until no job is left); returns what it did. Every
+/// render speaks through `speech`.
 pub fn run(
     queue: &Queue,
     opts: &WorkerOptions,
+    speech: &SpeechService,
     observer: &dyn Observer,
     shutdown: &AtomicBool,
     metrics_listener: Option<TcpListener>,
@@ -193,6 +198,7 @@ pub fn run(
         opts,
         observer,
         metrics: &metrics,
+        speech,
         worker: worker_id(),
     };
     observer.event(WorkerEvent::Started {
@@ -440,7 +446,7 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         id,
         observer: ctx.observer,
     };
-    match render(&opts, &progress, stop) {
+    match render(&opts, ctx.speech, &progress, stop) {
         Ok(report) => Ended::Rendered(Box::new(report), temp, output),
         Err(Error::Cancelled) => Ended::Stopped,
         Err(e) => {

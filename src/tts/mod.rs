@@ -1,13 +1,48 @@
-//! Speech: phoneme ids → PCM plus the sample span of every phoneme.
+//! The speech wing: phoneme ids → PCM plus the sample span of every phoneme.
 //!
-//! `piper` runs the model, `graph_patch` exposes its durations, `batch` groups sentences into
-//! length buckets. This file turns per-id durations into per-phoneme times.
+//! Module map: `voice` (voice files, their config, phonemes → ids), [`Backend`] (a voice loaded
+//! once, then `synthesize(batch of id slices, scales, speaker)` → per-item audio and per-id
+//! durations) with its two implementations, `onnx` (ONNX Runtime on the CPU; `graph_patch` exposes
+//! the durations) and `cuda` (compiled engines on an NVIDIA GPU), `select` (which backend a run
+//! uses: `--backend auto|cpu|cuda`, `--precision`), `batch` (length buckets) and `batcher` (one
+//! queue per process that groups the requests of every running render into model calls). This
+//! file turns per-id durations into per-phoneme times. Nothing here imports the rest of the
+//! crate's wings: errors are [`SpeechError`], which `crate::Error` wraps once.
 
 pub mod batch;
+pub mod batcher;
+pub mod cuda;
+pub mod error;
 pub mod graph_patch;
-pub mod piper;
+pub mod onnx;
+pub mod select;
+pub mod voice;
 
-use crate::voice::Kept;
+pub use cuda::plan::op::Precision;
+pub use error::SpeechError;
+use voice::{Kept, Scales};
+
+/// One synthesised item before phoneme grouping.
+#[derive(Debug, Clone)]
+pub struct RawSpeech {
+    pub pcm: Vec<f32>,
+    /// Duration frames of each input id (length = number of ids of the item).
+    pub id_frames: Vec<u32>,
+}
+
+/// A voice loaded once and run many times: ONNX Runtime on the CPU or a CUDA engine. It lives on
+/// the thread that loaded it (a CUDA context is bound to its thread), hence no `Send`.
+///
+/// Items of a batch may differ in length; each comes back trimmed to its own length, with the
+/// duration (in frames of `hop` samples) of each of its ids, in the order given.
+pub trait Backend {
+    fn synthesize(
+        &mut self,
+        batch: &[&[i64]],
+        scales: Scales,
+        speaker: u32,
+    ) -> Result<Vec<RawSpeech>, SpeechError>;
+}
 
 /// One phoneme and the samples it covers, relative to the start of its utterance.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use super::op::{Op, Precision};
 use super::{Plan, ValueId};
-use crate::gpu::quant;
-use crate::gpu::tensor::Tensor;
+use crate::tts::cuda::quant;
+use crate::tts::cuda::tensor::Tensor;
 
 /// Steps eligible for INT8: group-1 convolutions between the first and the last ConvTranspose.
 pub fn int8_candidates(plan: &Plan) -> Vec<usize> {
@@ -83,7 +83,7 @@ pub fn assign(plan: &mut Plan, target: Precision, amax: &HashMap<usize, f32>) ->
             Precision::F32 => None,
             Precision::F16 => {
                 let mut t = weight.clone();
-                if let crate::gpu::tensor::Data::F32(v) = &mut t.data {
+                if let crate::tts::cuda::tensor::Data::F32(v) = &mut t.data {
                     quant::round_to_f16(v);
                 }
                 Some(t)

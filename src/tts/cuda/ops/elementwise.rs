@@ -6,8 +6,8 @@
 //! formulas, so host and device agree to rounding.
 
 use super::broadcast::{broadcast_shape, broadcast_strides, map1, map2, map3};
-use crate::gpu::plan::op::{Arg, Binary, Ew, Fused, Scalar, Unary};
-use crate::gpu::tensor::{DType, Data, OpResult, Tensor, op_err};
+use crate::tts::cuda::plan::op::{Arg, Binary, Ew, Fused, Scalar, Unary};
+use crate::tts::cuda::tensor::{DType, Data, OpResult, Tensor, op_err};
 
 pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
@@ -263,13 +263,15 @@ pub fn eval_fused(f: &Fused, inputs: &[&Tensor]) -> OpResult<Tensor> {
                 Arg::Scalar(_) => next_scalar.next(),
             })
             .collect::<Option<_>>()
-            .ok_or_else(|| crate::gpu::tensor::OpError("fused operand out of range".into()))?;
+            .ok_or_else(|| {
+                crate::tts::cuda::tensor::OpError("fused operand out of range".into())
+            })?;
         let t = ew(ins.op, &args)?;
         temps.push(t);
     }
     temps
         .pop()
-        .ok_or_else(|| crate::gpu::tensor::OpError("empty fused group".into()))
+        .ok_or_else(|| crate::tts::cuda::tensor::OpError("empty fused group".into()))
 }
 
 /// A broadcast copy of `x` to `shape` (Expand's kernel).
@@ -287,7 +289,7 @@ pub fn broadcast_to(x: &Tensor, shape: &[usize]) -> OpResult<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::plan::op::Instr;
+    use crate::tts::cuda::plan::op::Instr;
 
     fn f(shape: &[usize], v: &[f32]) -> Tensor {
         Tensor::f32(shape.to_vec(), v.to_vec())

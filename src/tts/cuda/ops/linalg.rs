@@ -8,9 +8,9 @@
 use half::f16;
 
 use super::broadcast::broadcast_shape;
-use crate::gpu::plan::op::{ConvSpec, Precision};
-use crate::gpu::quant;
-use crate::gpu::tensor::{OpResult, Tensor, numel, op_err};
+use crate::tts::cuda::plan::op::{ConvSpec, Precision};
+use crate::tts::cuda::quant;
+use crate::tts::cuda::tensor::{OpResult, Tensor, numel, op_err};
 
 /// `c[m×n] = a[m×k] · b[k×n]` with explicit row/column strides.
 #[allow(clippy::too_many_arguments)]
@@ -73,9 +73,9 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> OpResult<Tensor> {
     let batch = broadcast_shape(&[abatch, bbatch])?;
     let nb = numel(&batch);
     let mut out = vec![0.0f32; nb * m * n];
-    let bst = crate::gpu::ops::broadcast::broadcast_strides;
+    let bst = crate::tts::cuda::ops::broadcast::broadcast_strides;
     let (sa, sb) = (bst(abatch, &batch), bst(bbatch, &batch));
-    let bs = crate::gpu::tensor::strides(&batch);
+    let bs = crate::tts::cuda::tensor::strides(&batch);
     for i in 0..nb {
         let (mut oa, mut ob) = (0, 0);
         for d in 0..batch.len() {

@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::gpu::plan::Plan;
-use crate::gpu::plan::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
-use crate::gpu::tensor::DType;
+use crate::tts::cuda::plan::Plan;
+use crate::tts::cuda::plan::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
+use crate::tts::cuda::tensor::DType;
 
 /// Highest tensor rank the kernels index (Piper's graphs use at most 5).
 pub const MAX_RANK: usize = 6;
@@ -386,7 +386,7 @@ pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::plan::op::Instr;
+    use crate::tts::cuda::plan::op::Instr;
 
     #[test]
     fn fused_code_reads_broadcast_inputs_and_inlines_scalars() {

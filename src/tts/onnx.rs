@@ -2,7 +2,8 @@
 //!
 //! Input: batches of phoneme-id sequences. Output: for each item its own PCM, trimmed to the item's
 //! length (batched items are padded to the longest, and that padding is not silent), plus the
-//! duration in frames of every phoneme id. `samples = frames × hop` holds exactly per item.
+//! duration in frames of every phoneme id. `samples = frames × hop` holds exactly per item. This is
+//! the [`Backend`] behind `--backend cpu`.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -13,17 +14,10 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 use sha2::{Digest, Sha256};
 
+use super::error::SpeechError;
 use super::graph_patch::{AlignmentOutputs, add_alignment_outputs};
-use crate::error::{Error, Result};
-use crate::voice::{Scales, VoiceConfig, VoiceFiles};
-
-/// One synthesised item before phoneme grouping.
-#[derive(Debug, Clone)]
-pub struct RawSpeech {
-    pub pcm: Vec<f32>,
-    /// Duration frames of each input id (length = number of ids of the item).
-    pub id_frames: Vec<u32>,
-}
+use super::voice::{Scales, VoiceConfig, VoiceFiles};
+use super::{Backend, RawSpeech};
 
 pub struct PiperModel {
     session: Session,
@@ -33,7 +27,7 @@ pub struct PiperModel {
     names: AlignmentOutputs,
 }
 
-fn environment(library: &Path) -> Result<&'static Environment> {
+fn environment(library: &Path) -> Result<&'static Environment, SpeechError> {
     static ENV: OnceLock<std::result::Result<Environment, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         let builder = ort::init_from(library).map_err(|e| {
@@ -45,17 +39,21 @@ fn environment(library: &Path) -> Result<&'static Environment> {
         builder.with_name("talker").build().map_err(|e| e.to_string())
     })
     .as_ref()
-    .map_err(|e| Error::Assets(e.clone()))
+    .map_err(|e| SpeechError::Runtime(e.clone()))
 }
 
 impl PiperModel {
     /// Loads and patches the voice; `threads` is ONNX Runtime's intra-op thread count.
-    pub fn load(files: &VoiceFiles, library: &Path, threads: usize) -> Result<PiperModel> {
+    pub fn load(
+        files: &VoiceFiles,
+        library: &Path,
+        threads: usize,
+    ) -> Result<PiperModel, SpeechError> {
         let config = VoiceConfig::load(&files.config)?;
-        let bytes = std::fs::read(&files.model).map_err(Error::io(&files.model))?;
+        let bytes = std::fs::read(&files.model).map_err(SpeechError::io(&files.model))?;
         let model_hash: [u8; 32] = Sha256::digest(&bytes).into();
         let (patched, names) =
-            add_alignment_outputs(&bytes).map_err(|source| Error::VoiceGraph {
+            add_alignment_outputs(&bytes).map_err(|source| SpeechError::VoiceGraph {
                 path: files.model.clone(),
                 source,
             })?;
@@ -82,7 +80,7 @@ impl PiperModel {
             .map_err(ort::Error::from)?
             .commit_from_memory(&patched)
             .map_err(|e| {
-                Error::Voice(format!(
+                SpeechError::Voice(format!(
                     "{}: ONNX Runtime cannot load it: {e}",
                     files.model.display()
                 ))
@@ -101,7 +99,7 @@ impl PiperModel {
         batch: &[&[i64]],
         scales: Scales,
         speaker: u32,
-    ) -> Result<Vec<RawSpeech>> {
+    ) -> Result<Vec<RawSpeech>, SpeechError> {
         let n = batch.len();
         let longest = batch.iter().map(|ids| ids.len()).max().unwrap_or(0);
         if n == 0 || longest == 0 {
@@ -138,7 +136,7 @@ impl PiperModel {
             || dur_stride < longest
             || item_frames.len() != n
         {
-            return Err(Error::Engine(format!(
+            return Err(SpeechError::Engine(format!(
                 "unexpected output shapes: audio {audio_shape:?}, durations {dur_shape:?}, lengths {}",
                 item_frames.len()
             )));
@@ -155,5 +153,28 @@ impl PiperModel {
             out.push(RawSpeech { pcm, id_frames });
         }
         Ok(out)
+    }
+}
+
+impl Backend for PiperModel {
+    fn synthesize(
+        &mut self,
+        batch: &[&[i64]],
+        scales: Scales,
+        speaker: u32,
+    ) -> Result<Vec<RawSpeech>, SpeechError> {
+        let out = PiperModel::synthesize(self, batch, scales, speaker);
+        release_freed_memory();
+        out
+    }
+}
+
+/// Hands memory freed during a call (output copies, buffers outside ONNX Runtime's arena) back to
+/// the system after each call, so it does not pile up in glibc's arenas over a long script.
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; no pointer is invalidated.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

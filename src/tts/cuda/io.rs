@@ -6,8 +6,8 @@
 //! duration frames of each of its ids — the same contract as `PiperModel::synthesize`.
 
 use super::tensor::{OpError, OpResult, Tensor, op_err};
-use crate::tts::piper::RawSpeech;
-use crate::voice::Scales;
+use crate::tts::RawSpeech;
+use crate::tts::voice::Scales;
 
 #[derive(Debug, Clone)]
 pub struct Feed {

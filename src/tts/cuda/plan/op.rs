@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::onnx::{Attr, Node};
-use crate::gpu::tensor::{DType, Data};
+use crate::tts::cuda::onnx::{Attr, Node};
+use crate::tts::cuda::tensor::{DType, Data};
 
 /// One-input elementwise operations.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
+use super::error::SpeechError;
+
+type Result<T, E = SpeechError> = std::result::Result<T, E>;
 
 /// Piper's sentence markers and padding symbol.
 const BOS: &str = "^";
@@ -44,7 +46,7 @@ impl VoiceFiles {
             .unwrap_or_else(|| voice.to_owned());
         for path in [&model, &config] {
             if !path.is_file() {
-                return Err(Error::Voice(format!(
+                return Err(SpeechError::Voice(format!(
                     "{} not found; a Piper voice is NAME.onnx plus NAME.onnx.json. Give --voice a path to the .onnx file, \
                      or a name of a voice in {} (run scripts/fetch-assets to get the default voice)",
                     path.display(),
@@ -155,8 +157,8 @@ pub struct VoiceConfig {
 impl VoiceConfig {
     pub fn load(path: &Path) -> Result<VoiceConfig> {
         let text = fs::read_to_string(path)
-            .map_err(|e| Error::Voice(format!("cannot read {}: {e}", path.display())))?;
-        Self::parse(&text).map_err(|msg| Error::Voice(format!("{}: {msg}", path.display())))
+            .map_err(|e| SpeechError::Voice(format!("cannot read {}: {e}", path.display())))?;
+        Self::parse(&text).map_err(|msg| SpeechError::Voice(format!("{}: {msg}", path.display())))
     }
 
     fn parse(text: &str) -> std::result::Result<VoiceConfig, String> {

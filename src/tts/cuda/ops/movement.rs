@@ -2,11 +2,11 @@
 //! split, expand, gather, pad, plus the small generators (ConstantOfShape, Range, NonZero).
 //!
 //! Input/output: [`Tensor`]s with ONNX opset-13+ semantics (axes and sizes as inputs). Indices may
-//! be negative where ONNX allows it; anything out of range is an [`OpError`](crate::gpu::tensor::OpError), never a panic.
+//! be negative where ONNX allows it; anything out of range is an [`OpError`](crate::tts::cuda::tensor::OpError), never a panic.
 
 use super::elementwise::{broadcast_to, scalar_tensor};
-use crate::gpu::plan::op::Scalar;
-use crate::gpu::tensor::{Data, OpResult, Tensor, axis, numel, op_err, strides};
+use crate::tts::cuda::plan::op::Scalar;
+use crate::tts::cuda::tensor::{Data, OpResult, Tensor, axis, numel, op_err, strides};
 
 /// Copies the elements at `offset + Σ coord·stride` for every coordinate of `shape`.
 pub fn strided_copy(x: &Tensor, shape: Vec<usize>, offset: isize, st: &[isize]) -> Tensor {
@@ -53,7 +53,7 @@ pub fn reshape_target(from: &[usize], spec: &[i64], allow_zero: bool) -> OpResul
                 out.push(1);
             }
             0 if !allow_zero => out.push(*from.get(i).ok_or_else(|| {
-                crate::gpu::tensor::OpError(format!(
+                crate::tts::cuda::tensor::OpError(format!(
                     "Reshape {spec:?} copies a missing axis of {from:?}"
                 ))
             })?),
@@ -136,7 +136,7 @@ pub fn transpose(x: &Tensor, perm: &[usize]) -> OpResult<Tensor> {
 pub fn concat(xs: &[&Tensor], ax: i64) -> OpResult<Tensor> {
     let first = xs
         .first()
-        .ok_or_else(|| crate::gpu::tensor::OpError("Concat of nothing".into()))?;
+        .ok_or_else(|| crate::tts::cuda::tensor::OpError("Concat of nothing".into()))?;
     let rank = first.shape.len();
     let a = axis(ax, rank)?;
     for x in xs {

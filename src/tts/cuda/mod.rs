@@ -1,4 +1,4 @@
-//! Speech on the GPU: Piper voices compiled into engines and run through CUDA.
+//! The CUDA backend: Piper voices compiled into engines and run on an NVIDIA GPU.
 //!
 //! Like TensorRT, in three parts: an offline *build* (parse the voice's ONNX graph, fold
 //! constants, fuse elementwise chains, choose a precision per convolution, calibrate INT8,
@@ -7,10 +7,11 @@
 //! reference* that executes the same plan on the CPU so everything but the device code is tested
 //! without a GPU. Module map: `onnx` (parser), `tensor`/`ops` (host kernels), `plan` (the plan and
 //! its passes), `quant` (INT8/FP16 maths), `reference` (host executor), `io` (batches in, speech
-//! out); with the `cuda` feature, `cuda` (device executor).
+//! out); with the `cuda` feature, `device` (GPU discovery, device executor, engine build and load,
+//! and [`device::build::GpuVoice`], the [`crate::tts::Backend`] behind `--backend cuda`).
 
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub mod device;
 pub mod engine;
 pub mod io;
 pub mod onnx;

@@ -101,6 +101,8 @@ pub struct Expect<'a> {
     pub gpu: &'a GpuIdentity,
     pub voice_sha256: &'a str,
     pub precision: Precision,
+    /// NVRTC here (major, minor): kernels compiled by another NVRTC are rebuilt.
+    pub nvrtc: (i32, i32),
 }
 
 impl Header {
@@ -123,6 +125,11 @@ impl Header {
             "CUDA driver",
             self.gpu.driver.to_string(),
             want.gpu.driver.to_string(),
+        );
+        differ(
+            "NVRTC",
+            format!("{}.{}", self.nvrtc.0, self.nvrtc.1),
+            format!("{}.{}", want.nvrtc.0, want.nvrtc.1),
         );
         differ(
             "voice sha256",
@@ -164,10 +171,18 @@ pub fn precision_name(p: Precision) -> &'static str {
     }
 }
 
-/// `<dir>/<voice>-<gpu>-<precision>.engine`.
-pub fn engine_path(dir: &Path, voice: &str, gpu: &GpuIdentity, p: Precision) -> PathBuf {
+/// `<dir>/<voice>-<sha12>-<gpu>-<precision>.engine`: one file per voice content, GPU model and
+/// precision (the driver and NVRTC are checked in the header; a mismatch rebuilds in place).
+pub fn engine_path(
+    dir: &Path,
+    voice: &str,
+    voice_sha256: &str,
+    gpu: &GpuIdentity,
+    p: Precision,
+) -> PathBuf {
     dir.join(format!(
-        "{voice}-{}-{}.engine",
+        "{voice}-{}-{}-{}.engine",
+        short(voice_sha256),
         gpu.slug(),
         precision_name(p)
     ))
@@ -421,7 +436,7 @@ impl EngineFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::plan::op::{Binary, ConvSpec};
+    use crate::tts::cuda::plan::op::{Binary, ConvSpec};
 
     fn gpu() -> GpuIdentity {
         GpuIdentity {
@@ -480,7 +495,7 @@ mod tests {
         constants.insert(4, Tensor::f32(vec![2, 2, 1], vec![127.0, -127.0, 3.0, 0.0]));
         constants.insert(5, Tensor::i64(vec![2], vec![-1, 7]));
         constants.insert(6, Tensor::bool(vec![1], vec![true]));
-        crate::gpu::quant::round_to_f16(match &mut constants.get_mut(&3).unwrap().data {
+        crate::tts::cuda::quant::round_to_f16(match &mut constants.get_mut(&3).unwrap().data {
             Data::F32(v) => v,
             _ => unreachable!(),
         });
@@ -596,6 +611,7 @@ mod tests {
             gpu: &gpu(),
             voice_sha256: &sha,
             precision: Precision::F16,
+            nvrtc: (13, 0),
         };
         assert!(h.check(p, &want).is_ok());
         let other = GpuIdentity {
@@ -625,6 +641,17 @@ mod tests {
             e.contains("talker engine build --voice en_US-joe-medium --precision fp16"),
             "{e}"
         );
+        let e = h
+            .check(
+                p,
+                &Expect {
+                    nvrtc: (13, 1),
+                    ..want.clone()
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NVRTC 13.0") && e.contains("NVRTC 13.1"), "{e}");
         let sha2 = "cd".repeat(32);
         let e = h
             .check(
@@ -660,12 +687,13 @@ mod tests {
         let p = engine_path(
             Path::new("engines"),
             "en_US-joe-medium",
+            &"ab".repeat(32),
             &gpu(),
             Precision::I8,
         );
         assert_eq!(
             p,
-            Path::new("engines/en_US-joe-medium-nvidia-h200-int8.engine")
+            Path::new("engines/en_US-joe-medium-abababababab-nvidia-h200-int8.engine")
         );
     }
 }

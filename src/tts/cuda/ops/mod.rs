@@ -2,7 +2,7 @@
 //! constant folder's evaluator, and the CUDA executor's path for shape arithmetic.
 //!
 //! Input: an [`Op`] and its input tensors (`None` for an omitted optional input). Output: the
-//! op's output tensors, or an [`OpError`](crate::gpu::tensor::OpError) naming what was wrong.
+//! op's output tensors, or an [`OpError`](crate::tts::cuda::tensor::OpError) naming what was wrong.
 
 pub mod broadcast;
 pub mod elementwise;
@@ -11,8 +11,8 @@ pub mod linalg;
 pub mod movement;
 pub mod reduce;
 
-use crate::gpu::plan::op::Op;
-use crate::gpu::tensor::{OpResult, Tensor, op_err};
+use crate::tts::cuda::plan::op::Op;
+use crate::tts::cuda::tensor::{OpResult, Tensor, op_err};
 
 fn req<'a>(inputs: &[Option<&'a Tensor>], i: usize, op: &Op) -> OpResult<&'a Tensor> {
     match inputs.get(i).copied().flatten() {
@@ -49,7 +49,9 @@ pub fn run(op: &Op, inputs: &[Option<&Tensor>], rng: &mut fastrand::Rng) -> OpRe
         Op::Fused(f) => {
             let ins: Vec<&Tensor> = inputs
                 .iter()
-                .map(|t| t.ok_or_else(|| crate::gpu::tensor::OpError("fused input missing".into())))
+                .map(|t| {
+                    t.ok_or_else(|| crate::tts::cuda::tensor::OpError("fused input missing".into()))
+                })
                 .collect::<OpResult<_>>()?;
             one(elementwise::eval_fused(f, &ins)?)
         }

@@ -24,11 +24,11 @@ use half::f16;
 
 use super::memory::{self, DevTensor, Params, dims, strides};
 use super::{Gpu, GpuError};
-use crate::gpu::io::{Feed, Outputs};
-use crate::gpu::ops::{self, broadcast, linalg, movement};
-use crate::gpu::plan::op::{ConvSpec, Op, Precision, ReduceKind};
-use crate::gpu::plan::{Plan, Step, ValueId};
-use crate::gpu::tensor::{DType, Data, Tensor, numel};
+use crate::tts::cuda::io::{Feed, Outputs};
+use crate::tts::cuda::ops::{self, broadcast, linalg, movement};
+use crate::tts::cuda::plan::op::{ConvSpec, Op, Precision, ReduceKind};
+use crate::tts::cuda::plan::{Plan, Step, ValueId};
+use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
 
 use super::kernels::{module_source, type_suffix};
 
@@ -40,7 +40,7 @@ enum Slot {
     Both(Tensor, DevTensor),
 }
 
-pub use crate::gpu::reference::{Hook, Hooks};
+pub use crate::tts::cuda::reference::{Hook, Hooks};
 
 pub struct DeviceExecutor {
     pub gpu: Gpu,
@@ -408,7 +408,7 @@ impl DeviceExecutor {
         s: &Step,
         slots: &mut HashMap<ValueId, Slot>,
     ) -> Result<Option<Vec<DevTensor>>, GpuError> {
-        let e = |m: crate::gpu::tensor::OpError| step_err(i, s, m.0);
+        let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
         let st = self.stream();
         Ok(Some(match &s.op {
             Op::Fused(_) => {
@@ -464,7 +464,7 @@ impl DeviceExecutor {
             }
             Op::Transpose { perm } => {
                 let x = self.in_dev(slots, s, 0)?;
-                let st_in = crate::gpu::tensor::strides(&x.shape);
+                let st_in = crate::tts::cuda::tensor::strides(&x.shape);
                 if perm.len() != x.shape.len() {
                     return Err(step_err(i, s, "perm rank"));
                 }
@@ -502,7 +502,7 @@ impl DeviceExecutor {
                     .map(|t| t.ints())
                     .transpose()
                     .map_err(e)?;
-                let a = crate::gpu::tensor::axis(*axis, x.shape.len()).map_err(e)?;
+                let a = crate::tts::cuda::tensor::axis(*axis, x.shape.len()).map_err(e)?;
                 let dim = x.shape[a];
                 let sizes: Vec<usize> = match sizes {
                     Some(v) => v.iter().map(|&n| n.max(0) as usize).collect(),
@@ -516,7 +516,7 @@ impl DeviceExecutor {
                 if sizes.iter().sum::<usize>() != dim {
                     return Err(step_err(i, s, "split sizes"));
                 }
-                let stv: Vec<isize> = crate::gpu::tensor::strides(&x.shape)
+                let stv: Vec<isize> = crate::tts::cuda::tensor::strides(&x.shape)
                     .iter()
                     .map(|&v| v as isize)
                     .collect();
@@ -550,11 +550,11 @@ impl DeviceExecutor {
                     ins.push(self.in_dev(slots, s, k)?);
                 }
                 let first = ins.first().ok_or_else(|| step_err(i, s, "no inputs"))?;
-                let a = crate::gpu::tensor::axis(*axis, first.shape.len()).map_err(e)?;
+                let a = crate::tts::cuda::tensor::axis(*axis, first.shape.len()).map_err(e)?;
                 let mut shape = first.shape.clone();
                 shape[a] = ins.iter().map(|t| t.shape[a]).sum();
                 let out = memory::empty(st, first.dtype, shape.clone())?;
-                let ost: Vec<isize> = crate::gpu::tensor::strides(&shape)
+                let ost: Vec<isize> = crate::tts::cuda::tensor::strides(&shape)
                     .iter()
                     .map(|&v| v as isize)
                     .collect();
@@ -619,7 +619,7 @@ impl DeviceExecutor {
                     .iter()
                     .map(|&d| d.max(0) as usize)
                     .collect();
-                let t = crate::gpu::ops::elementwise::scalar_tensor(*v);
+                let t = crate::tts::cuda::ops::elementwise::scalar_tensor(*v);
                 let out = memory::empty(st, t.dtype(), shape.clone())?;
                 let mut p = Params::new();
                 p.push(numel(&shape) as i64).push(out.ptr());
@@ -638,7 +638,7 @@ impl DeviceExecutor {
             Op::Gather { axis } => {
                 let x = self.in_dev(slots, s, 0)?;
                 let idx = self.in_dev(slots, s, 1)?;
-                let a = crate::gpu::tensor::axis(*axis, x.shape.len()).map_err(e)?;
+                let a = crate::tts::cuda::tensor::axis(*axis, x.shape.len()).map_err(e)?;
                 let mut shape = x.shape[..a].to_vec();
                 shape.extend_from_slice(&idx.shape);
                 shape.extend_from_slice(&x.shape[a + 1..]);
@@ -662,8 +662,8 @@ impl DeviceExecutor {
             Op::GatherElements { axis } => {
                 let x = self.in_dev(slots, s, 0)?;
                 let idx = self.in_dev(slots, s, 1)?;
-                let a = crate::gpu::tensor::axis(*axis, x.shape.len()).map_err(e)?;
-                let ds: Vec<isize> = crate::gpu::tensor::strides(&x.shape)
+                let a = crate::tts::cuda::tensor::axis(*axis, x.shape.len()).map_err(e)?;
+                let ds: Vec<isize> = crate::tts::cuda::tensor::strides(&x.shape)
                     .iter()
                     .map(|&v| v as isize)
                     .collect();
@@ -697,7 +697,7 @@ impl DeviceExecutor {
                 }
                 let slice: usize = x.shape[k..].iter().product();
                 let tuples: usize = idx.shape[..q - 1].iter().product();
-                let ds: Vec<isize> = crate::gpu::tensor::strides(&x.shape)
+                let ds: Vec<isize> = crate::tts::cuda::tensor::strides(&x.shape)
                     .iter()
                     .map(|&v| v as isize)
                     .collect();
@@ -747,7 +747,7 @@ impl DeviceExecutor {
                     .ok_or_else(|| step_err(i, s, "axis"))?
                     .scalar()
                     .map_err(e)? as i64;
-                let a = crate::gpu::tensor::axis(axis, x.shape.len()).map_err(e)?;
+                let a = crate::tts::cuda::tensor::axis(axis, x.shape.len()).map_err(e)?;
                 let inner: usize = x.shape[a + 1..].iter().product();
                 let outer: usize = x.shape[..a].iter().product();
                 let out = memory::empty(st, x.dtype, x.shape.clone())?;
@@ -789,7 +789,7 @@ impl DeviceExecutor {
                     (0..r).collect()
                 } else {
                     axes.iter()
-                        .map(|&a| crate::gpu::tensor::axis(a, r))
+                        .map(|&a| crate::tts::cuda::tensor::axis(a, r))
                         .collect::<Result<_, _>>()
                         .map_err(e)?
                 };
@@ -834,7 +834,7 @@ impl DeviceExecutor {
             }
             Op::Softmax { axis } => {
                 let x = self.in_dev(slots, s, 0)?;
-                let a = crate::gpu::tensor::axis(*axis, x.shape.len()).map_err(e)?;
+                let a = crate::tts::cuda::tensor::axis(*axis, x.shape.len()).map_err(e)?;
                 let inner: usize = x.shape[a + 1..].iter().product();
                 let outer: usize = x.shape[..a].iter().product();
                 let out = memory::empty(st, DType::F32, x.shape.clone())?;
@@ -1063,7 +1063,7 @@ impl DeviceExecutor {
             shape: vec![b, rows, t_out],
             dtype: DType::F32,
         };
-        let inv = 1.0 / crate::gpu::quant::scale(spec.input_amax.unwrap_or(0.0));
+        let inv = 1.0 / crate::tts::cuda::quant::scale(spec.input_amax.unwrap_or(0.0));
         let mut p = Params::new();
         p.push(n as i64)
             .push(col.ptr())
@@ -1111,7 +1111,9 @@ impl DeviceExecutor {
             .push(cols as i64)
             .push(rows_per_scale as i64)
             .push(ws.ptr())
-            .push(crate::gpu::quant::scale(spec.input_amax.unwrap_or(0.0)));
+            .push(crate::tts::cuda::quant::scale(
+                spec.input_amax.unwrap_or(0.0),
+            ));
         p.launch(self.f("dequant_i32")?, self.stream(), n)
     }
 

@@ -11,7 +11,7 @@ use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use cudarc::driver::{CudaFunction, result};
 
 use super::GpuError;
-use crate::gpu::tensor::{DType, Data, Tensor, numel};
+use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
 
 pub struct DevBuf {
     pub ptr: CUdeviceptr,

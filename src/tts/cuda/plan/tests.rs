@@ -2,10 +2,10 @@
 
 use super::op::{Arg, Ew, Op, Precision, Unary};
 use super::*;
-use crate::gpu::io::Feed;
-use crate::gpu::onnx::tests::{attr_int, model, node, tensor_f32};
-use crate::gpu::reference::HostExecutor;
-use crate::voice::Scales;
+use crate::tts::cuda::io::Feed;
+use crate::tts::cuda::onnx::tests::{attr_int, model, node, tensor_f32};
+use crate::tts::cuda::reference::HostExecutor;
+use crate::tts::voice::Scales;
 
 const QUIET: Scales = Scales {
     noise: 0.0,
@@ -55,11 +55,11 @@ fn mini(ceils: usize, with_chain: bool) -> Vec<u8> {
     ]);
     let ints = |name: &str, v: &[i64]| {
         let mut t = Vec::new();
-        crate::gpu::onnx::tests::varint_field(&mut t, 1, v.len() as u64);
-        crate::gpu::onnx::tests::varint_field(&mut t, 2, 7);
-        crate::gpu::onnx::wire::write_len_field(&mut t, 8, name.as_bytes());
+        crate::tts::cuda::onnx::tests::varint_field(&mut t, 1, v.len() as u64);
+        crate::tts::cuda::onnx::tests::varint_field(&mut t, 2, 7);
+        crate::tts::cuda::onnx::wire::write_len_field(&mut t, 8, name.as_bytes());
         let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        crate::gpu::onnx::wire::write_len_field(&mut t, 9, &raw);
+        crate::tts::cuda::onnx::wire::write_len_field(&mut t, 9, &raw);
         t
     };
     let mut one = ints("one", &[1]);
@@ -83,7 +83,7 @@ fn mini(ceils: usize, with_chain: bool) -> Vec<u8> {
 }
 
 fn plan_of(bytes: &[u8]) -> Result<Plan, PlanError> {
-    Plan::build(&crate::gpu::onnx::Model::parse(bytes).unwrap())
+    Plan::build(&crate::tts::cuda::onnx::Model::parse(bytes).unwrap())
 }
 
 #[test]

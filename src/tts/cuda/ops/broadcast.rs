@@ -3,7 +3,7 @@
 //! Invariant: a broadcast stride is 0 on every axis where the input has size 1 (or is missing),
 //! so an input's flat offset for output coordinate `c` is `Σ c[d]·stride[d]`.
 
-use crate::gpu::tensor::{OpResult, op_err, strides};
+use crate::tts::cuda::tensor::{OpResult, op_err, strides};
 
 /// The broadcast of several shapes, or an error naming them.
 pub fn broadcast_shape(shapes: &[&[usize]]) -> OpResult<Vec<usize>> {

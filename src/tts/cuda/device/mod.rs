@@ -7,6 +7,7 @@
 //! [`GpuError::Unavailable`] with the reason instead.
 
 pub mod build;
+pub mod check;
 pub mod exec;
 pub mod kernels;
 pub mod memory;
@@ -67,6 +68,44 @@ pub fn libraries_present() -> Result<(), GpuError> {
             missing.join(", ")
         )))
     }
+}
+
+/// The first GPU's identity, read through the driver without creating a context: what
+/// `--backend auto` decides by, and what the phrase cache and engine keys name.
+pub fn probe() -> Result<GpuIdentity, GpuError> {
+    use cudarc::driver::sys::CUdevice_attribute as Attr;
+    libraries_present()?;
+    cudarc::driver::result::init()
+        .map_err(|e| GpuError::Unavailable(format!("the CUDA driver does not start: {e}")))?;
+    let count = cudarc::driver::result::device::get_count()?;
+    if count < 1 {
+        return Err(GpuError::Unavailable(
+            "the CUDA driver sees no GPU".to_owned(),
+        ));
+    }
+    let dev = cudarc::driver::result::device::get(0)?;
+    let name = cudarc::driver::result::device::get_name(dev)?;
+    // SAFETY: plain attribute queries on a device handle the driver just returned.
+    let capability = unsafe {
+        (
+            cudarc::driver::result::device::get_attribute(
+                dev,
+                Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            )?,
+            cudarc::driver::result::device::get_attribute(
+                dev,
+                Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+            )?,
+        )
+    };
+    let mut driver = 0;
+    // SAFETY: plain query into a local.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver).result()? };
+    Ok(GpuIdentity {
+        name,
+        capability,
+        driver,
+    })
 }
 
 /// An open GPU: context, the one stream everything runs on, and a cuBLAS handle bound to it.
@@ -136,9 +175,14 @@ pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
 mod tests {
     use super::*;
 
-    /// On a machine without CUDA (CI), opening a GPU must fail cleanly, never panic.
+    /// On a machine without CUDA (CI), probing or opening a GPU must fail cleanly, never panic.
     #[test]
     fn no_gpu_is_a_clean_error() {
+        match probe() {
+            Ok(g) => assert!(!g.name.is_empty()),
+            Err(GpuError::Unavailable(msg)) => assert!(!msg.is_empty()),
+            Err(e) => panic!("unexpected error kind: {e}"),
+        }
         match Gpu::open(0) {
             Ok(g) => assert!(!g.identity.name.is_empty()),
             Err(GpuError::Unavailable(msg)) => assert!(!msg.is_empty()),

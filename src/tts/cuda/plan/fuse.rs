@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::op::{Arg, Ew, Fused, Instr, Op, Scalar};
 use super::{Plan, Step, ValueId};
-use crate::gpu::tensor::{Data, Tensor};
+use crate::tts::cuda::tensor::{Data, Tensor};
 
 /// The elementwise view of a step, if it is one.
 fn ew_of(step: &Step) -> Option<Ew> {

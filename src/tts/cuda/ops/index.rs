@@ -4,7 +4,7 @@
 //! tensor. Out-of-range indices are errors, never panics (these ops read indices computed by the
 //! model, e.g. the duration predictor's spline bins).
 
-use crate::gpu::tensor::{Data, OpResult, Tensor, axis, numel, op_err, strides};
+use crate::tts::cuda::tensor::{Data, OpResult, Tensor, axis, numel, op_err, strides};
 
 fn index(i: i64, dim: usize) -> OpResult<usize> {
     let v = if i < 0 { i + dim as i64 } else { i };
@@ -49,7 +49,7 @@ fn nd_offsets(
     let k = *indices
         .shape
         .last()
-        .ok_or_else(|| crate::gpu::tensor::OpError("scalar ND indices".into()))?;
+        .ok_or_else(|| crate::tts::cuda::tensor::OpError("scalar ND indices".into()))?;
     if q < 1 || batch_dims + k > shape.len() || batch_dims >= q {
         return op_err(format!("ND indices {:?} for data {shape:?}", indices.shape));
     }

@@ -3,7 +3,8 @@
 //!
 //! Input: a voice (`.onnx` + `.onnx.json`), a precision and, for INT8, calibration sentences as
 //! phoneme ids. Output: `engines/<voice>-<gpu>-<precision>.engine`; a [`GpuVoice`] that turns
-//! batches of phoneme ids into [`RawSpeech`] like `PiperModel::synthesize` does.
+//! batches of phoneme ids into [`RawSpeech`] like `PiperModel::synthesize` does (the [`Backend`]
+//! behind `--backend cuda`).
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -13,15 +14,15 @@ use std::time::Instant;
 use super::exec::{DeviceExecutor, Hooks};
 use super::kernels::module_source;
 use super::{Gpu, GpuError, nvrtc_version};
-use crate::gpu::engine::{EngineError, EngineFile, Expect, FORMAT, Header, engine_path};
-use crate::gpu::io::{Feed, split};
-use crate::gpu::onnx::Model;
-use crate::gpu::plan::op::Precision;
-use crate::gpu::plan::{Plan, precision};
-use crate::gpu::quant;
 use crate::tts::batch::DEFAULT_EDGES;
-use crate::tts::piper::RawSpeech;
-use crate::voice::{Scales, VoiceConfig, VoiceFiles};
+use crate::tts::cuda::engine::{EngineError, EngineFile, Expect, FORMAT, Header, engine_path};
+use crate::tts::cuda::io::{Feed, split};
+use crate::tts::cuda::onnx::Model;
+use crate::tts::cuda::plan::op::Precision;
+use crate::tts::cuda::plan::{Plan, precision};
+use crate::tts::cuda::quant;
+use crate::tts::voice::{Scales, VoiceConfig, VoiceFiles};
+use crate::tts::{Backend, RawSpeech, SpeechError};
 
 /// Quantile of |x| taken as each calibration batch's range (see `gpu::quant`).
 pub const CALIBRATION_QUANTILE: f64 = 0.9999;
@@ -79,7 +80,12 @@ pub struct BuildOptions<'a> {
     pub dir: &'a Path,
     /// Phoneme-id sequences for INT8 calibration (ignored for other precisions).
     pub calibration: &'a [Vec<i64>],
+    /// Called after each build step (1 plan, 2 calibrate, 3 compile, 4 written), for a progress bar.
+    pub on_step: &'a dyn Fn(u64),
 }
+
+/// Build steps reported through [`BuildOptions::on_step`].
+pub const BUILD_STEPS: u64 = 4;
 
 /// What a build did, for the report.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -104,6 +110,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
     drop(bytes);
     let base = Plan::build(&model).map_err(|e| other(e.to_string()))?;
     let seconds_plan = t0.elapsed().as_secs_f64();
+    (opts.on_step)(1);
     let identity = gpu.identity.clone();
 
     let t1 = Instant::now();
@@ -126,7 +133,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         };
         for chunk in opts.calibration.chunks(8) {
             let refs: Vec<&[i64]> = chunk.iter().map(Vec::as_slice).collect();
-            let mut hook = |i: usize, x: &crate::gpu::tensor::Tensor| {
+            let mut hook = |i: usize, x: &crate::tts::cuda::tensor::Tensor| {
                 if candidates.contains(&i) {
                     let q = quant::abs_quantile(x.as_f32().unwrap_or(&[]), CALIBRATION_QUANTILE);
                     let e = amax.entry(i).or_insert(0.0);
@@ -144,6 +151,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         gpu = Some(exec.gpu);
     }
     let seconds_calibrate = t1.elapsed().as_secs_f64();
+    (opts.on_step)(2);
     drop(gpu);
 
     let mut plan = base;
@@ -152,7 +160,8 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         .steps
         .iter()
         .filter_map(|s| match &s.op {
-            crate::gpu::plan::op::Op::Conv(c) | crate::gpu::plan::op::Op::ConvTranspose(c)
+            crate::tts::cuda::plan::op::Op::Conv(c)
+            | crate::tts::cuda::plan::op::Op::ConvTranspose(c)
                 if c.precision == Precision::I8 =>
             {
                 Some((s.name.clone(), c.input_amax.unwrap_or(0.0)))
@@ -164,6 +173,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
     let (src, names) = module_source(&plan);
     let cubin = compile(&src, identity.capability)?;
     let seconds_compile = t2.elapsed().as_secs_f64();
+    (opts.on_step)(3);
     let mut kernels: Vec<&String> = names.values().collect();
     kernels.sort();
     kernels.dedup();
@@ -195,11 +205,15 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
     };
     let out = file.to_bytes().map_err(other)?;
     std::fs::create_dir_all(opts.dir).map_err(|e| other(format!("{}: {e}", opts.dir.display())))?;
-    let path = engine_path(opts.dir, &opts.voice.name, &identity, opts.precision);
-    let tmp = path.with_extension("engine.tmp");
-    std::fs::write(&tmp, &out)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| other(format!("{}: {e}", path.display())))?;
+    let path = engine_path(
+        opts.dir,
+        &opts.voice.name,
+        &file.header.voice_sha256,
+        &identity,
+        opts.precision,
+    );
+    write_atomically(&path, &out).map_err(|e| other(format!("{}: {e}", path.display())))?;
+    (opts.on_step)(4);
     Ok(BuildReport {
         path,
         header,
@@ -208,6 +222,21 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         seconds_compile,
         bytes: out.len(),
     })
+}
+
+/// Writes a private temp file beside `path` and renames it over `path`: processes that build the
+/// same engine at once each publish a whole file, and a reader never sees a partial one.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".engine-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// A voice running on the GPU from an engine.
@@ -232,6 +261,7 @@ impl GpuVoice {
                 gpu: &identity,
                 voice_sha256,
                 precision,
+                nvrtc: nvrtc_version()?,
             },
         )?;
         let exec = DeviceExecutor::new(gpu, file.plan, file.cubin)?;
@@ -242,26 +272,32 @@ impl GpuVoice {
     }
 
     /// Loads the engine for this voice and precision, building it first when it is missing or
-    /// was built for something else (the reason is logged).
+    /// was built for something else; `on_build` hears why before the build starts (a line for
+    /// people), and `on_step` each build step (see [`BUILD_STEPS`]).
     pub fn open_or_build(
         voice: &VoiceFiles,
         precision: Precision,
         dir: &Path,
         calibration: &[Vec<i64>],
+        on_build: &dyn Fn(String),
+        on_step: &dyn Fn(u64),
     ) -> Result<GpuVoice, GpuError> {
         let gpu = Gpu::open(0)?;
         let sha = file_sha256(&voice.model)?;
-        let path = engine_path(dir, &voice.name, &gpu.identity, precision);
+        let path = engine_path(dir, &voice.name, &sha, &gpu.identity, precision);
         match Self::load(gpu, &path, &sha, precision) {
             Ok(v) => Ok(v),
             Err(GpuError::Engine(
                 e @ (EngineError::Mismatch { .. } | EngineError::Corrupt { .. }),
             )) => {
-                if path.is_file() {
-                    tracing::warn!("{e}; rebuilding it");
+                on_build(if path.is_file() {
+                    format!("{e}; rebuilding it")
                 } else {
-                    tracing::info!("no engine at {}: building it", path.display());
-                }
+                    format!(
+                        "no CUDA engine at {} yet: building it (takes seconds, once per voice, GPU and precision)",
+                        path.display()
+                    )
+                });
                 let report = build_engine(
                     Gpu::open(0)?,
                     &BuildOptions {
@@ -269,6 +305,7 @@ impl GpuVoice {
                         precision,
                         dir,
                         calibration,
+                        on_step,
                     },
                 )?;
                 Self::load(Gpu::open(0)?, &report.path, &sha, precision)
@@ -320,5 +357,46 @@ impl GpuVoice {
             .exec
             .run(&Feed::new(batch, scales, speaker), Hooks::default())?;
         split(&out, batch, self.header.hop).map_err(|e| GpuError::Other(e.0))
+    }
+}
+
+impl Backend for GpuVoice {
+    fn synthesize(
+        &mut self,
+        batch: &[&[i64]],
+        scales: Scales,
+        speaker: u32,
+    ) -> Result<Vec<RawSpeech>, SpeechError> {
+        Ok(GpuVoice::synthesize(self, batch, scales, speaker)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builders racing on one engine path each publish a whole file; no temp file is left.
+    #[test]
+    fn concurrent_writers_never_leave_a_partial_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v-abc-gpu-fp16.engine");
+        let bodies: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i; 1 << 20]).collect();
+        let (bodies, path) = (&bodies, &path);
+        std::thread::scope(|s| {
+            for body in bodies {
+                s.spawn(move || {
+                    for _ in 0..5 {
+                        write_atomically(path, body).unwrap();
+                        let seen = std::fs::read(path).unwrap();
+                        assert!(bodies.contains(&seen), "a reader saw a partial file");
+                    }
+                });
+            }
+        });
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [path.file_name().unwrap()]);
     }
 }

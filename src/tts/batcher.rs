@@ -1,0 +1,692 @@
+//! One speech queue per process: requests from every running render, grouped into model calls.
+//!
+//! Input: utterances (phoneme ids + the voice, scales and speaker they are to be spoken with)
+//! submitted by any number of [`Client`]s, one per render. Output: each utterance's
+//! [`RawSpeech`], sent back to its client with the call that made it ([`CallInfo`]).
+//!
+//! Policy (README, "Speech backends"): items that share a voice, scales and speaker are grouped by
+//! the length buckets of [`super::batch`]; a group is sent to the model as soon as it is *full*
+//! (it holds `max_items` sentences, or one more of the bucket's longest would pass the token
+//! budget) or its oldest item has waited `max_wait`. Among groups ready at once the one with the
+//! oldest item goes first, so no render starves. A call never holds more than `max_items` items or
+//! more than `token_budget` padded ids, and items longer than the largest bucket run alone: that
+//! bounds the engine's memory whatever the queue holds.
+//!
+//! Lanes: each lane is a thread that owns its backends (a voice is loaded on first use, on that
+//! thread) and takes the next ready batch. The GPU has one lane (one engine, big batches); the CPU
+//! as many as a worker runs renders at once (ONNX Runtime sessions in parallel, as before).
+//!
+//! Isolation: a failing call is retried item by item, so one bad request fails alone. A client
+//! that is dropped or cancelled takes its queued items out of the queue at once.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use serde::Serialize;
+
+use super::batch::BatchLimits;
+use super::voice::{Scales, VoiceFiles};
+use super::{Backend, RawSpeech, SpeechError};
+use crate::progress::Event;
+
+/// Loads a voice on a backend, on the lane thread that will run it.
+pub trait Loader: Send + Sync {
+    fn load(
+        &self,
+        voice: &VoiceFiles,
+        events: &dyn Fn(Event),
+    ) -> Result<Box<dyn Backend>, SpeechError>;
+}
+
+impl Loader for super::select::Resolved {
+    fn load(
+        &self,
+        voice: &VoiceFiles,
+        events: &dyn Fn(Event),
+    ) -> Result<Box<dyn Backend>, SpeechError> {
+        super::select::Resolved::load(self, voice, events)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub limits: BatchLimits,
+    /// Upper bounds of the length buckets, in phoneme ids.
+    pub edges: Vec<usize>,
+    pub max_wait: Duration,
+    pub lanes: usize,
+}
+
+/// A voice as the batcher knows it: its files and the sha256 of its model (what groups items).
+#[derive(Debug, Clone)]
+pub struct VoiceRef {
+    pub files: VoiceFiles,
+    pub hash: [u8; 32],
+}
+
+/// The model call that produced an item.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CallInfo {
+    /// Numbered from 1 in the order calls start, process-wide.
+    pub call: u64,
+    /// Items in the call (of every render).
+    pub items: usize,
+    /// Wall seconds of the call.
+    pub seconds: f64,
+    /// Items × longest item: the ids the model ran, padding included.
+    pub padded_ids: usize,
+    /// Seconds this call spent loading (or building) the voice first.
+    pub load_seconds: f64,
+}
+
+/// What a client receives.
+#[derive(Debug)]
+pub enum Reply {
+    Done {
+        ticket: u64,
+        result: Result<RawSpeech, SpeechError>,
+        call: CallInfo,
+    },
+    /// Progress of a voice being loaded for this client (an engine build).
+    Event(Event),
+}
+
+/// Process-wide counters: what the coordinator reads after a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct BatcherStats {
+    pub calls: u64,
+    pub items: u64,
+    pub failed_items: u64,
+    /// Queued items dropped because their render stopped.
+    pub cancelled_items: u64,
+    pub model_seconds: f64,
+    pub load_seconds: f64,
+    pub real_ids: u64,
+    pub padded_ids: u64,
+    /// Mean items per call.
+    pub mean_batch_items: f64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Group {
+    voice: [u8; 32],
+    scales: [u32; 3],
+    speaker: u32,
+    bucket: usize,
+}
+
+struct Item {
+    client: u64,
+    ticket: u64,
+    ids: Vec<i64>,
+    voice: Arc<VoiceRef>,
+    scales: Scales,
+    speaker: u32,
+    group: Group,
+    arrived: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    queue: Vec<Item>,
+    clients: HashMap<u64, Sender<Reply>>,
+    closed: bool,
+    stats: BatcherStats,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    ready: Condvar,
+    policy: Policy,
+    loader: Box<dyn Loader>,
+    next_client: AtomicU64,
+    next_call: AtomicU64,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bucket(&self, len: usize) -> usize {
+        let edges = &self.policy.edges;
+        edges.iter().position(|&e| len <= e).unwrap_or(edges.len())
+    }
+
+    /// Most items a call of `bucket` may hold: the item cap, the token budget at the bucket's
+    /// longest length, and one for items past the largest bucket.
+    fn capacity(&self, bucket: usize) -> usize {
+        let limits = self.policy.limits;
+        match self.policy.edges.get(bucket) {
+            Some(&edge) => (limits.token_budget / edge.max(1)).clamp(1, limits.max_items.max(1)),
+            None => 1,
+        }
+    }
+}
+
+/// The queue and its lanes. Dropping it finishes what is queued, then stops the lanes.
+pub struct Batcher {
+    shared: Arc<Shared>,
+    lanes: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Batcher {
+    pub fn start(loader: Box<dyn Loader>, policy: Policy) -> Batcher {
+        let lanes = policy.lanes.max(1);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            ready: Condvar::new(),
+            policy,
+            loader,
+            next_client: AtomicU64::new(1),
+            next_call: AtomicU64::new(1),
+        });
+        let lanes = (0..lanes)
+            .map(|i| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("speech{i}"))
+                    .spawn(move || lane(&shared))
+                    .expect("spawn speech lane")
+            })
+            .collect();
+        Batcher { shared, lanes }
+    }
+
+    pub fn client(&self) -> Client {
+        let id = self.shared.next_client.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = unbounded();
+        self.shared.lock().clients.insert(id, tx);
+        Client {
+            id,
+            shared: Arc::clone(&self.shared),
+            rx,
+            next_ticket: 0,
+        }
+    }
+
+    pub fn stats(&self) -> BatcherStats {
+        self.shared.lock().stats
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.shared.policy
+    }
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.ready.notify_all();
+        for lane in self.lanes.drain(..) {
+            let _ = lane.join();
+        }
+    }
+}
+
+/// One render's handle on the batcher. Dropping it releases its queued items.
+pub struct Client {
+    id: u64,
+    shared: Arc<Shared>,
+    rx: Receiver<Reply>,
+    next_ticket: u64,
+}
+
+impl Client {
+    /// Queues one utterance; its reply carries the returned ticket.
+    pub fn submit(
+        &mut self,
+        voice: &Arc<VoiceRef>,
+        scales: Scales,
+        speaker: u32,
+        ids: Vec<i64>,
+    ) -> Result<u64, SpeechError> {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let group = Group {
+            voice: voice.hash,
+            scales: scales.to_bits(),
+            speaker,
+            bucket: self.shared.bucket(ids.len()),
+        };
+        let mut state = self.shared.lock();
+        if state.closed {
+            return Err(SpeechError::Cancelled);
+        }
+        state.queue.push(Item {
+            client: self.id,
+            ticket,
+            ids,
+            voice: Arc::clone(voice),
+            scales,
+            speaker,
+            group,
+            arrived: Instant::now(),
+        });
+        drop(state);
+        self.shared.ready.notify_one();
+        Ok(ticket)
+    }
+
+    /// The next reply, waiting at most `timeout` (`None` when none came).
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Reply> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// Takes this client's queued items out of the queue; returns how many.
+    pub fn cancel(&self) -> usize {
+        let mut state = self.shared.lock();
+        let before = state.queue.len();
+        state.queue.retain(|i| i.client != self.id);
+        let removed = before - state.queue.len();
+        state.stats.cancelled_items += removed as u64;
+        removed
+    }
+
+    /// Items of this client still waiting for a call.
+    pub fn queued(&self) -> usize {
+        self.shared
+            .lock()
+            .queue
+            .iter()
+            .filter(|i| i.client == self.id)
+            .count()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.cancel();
+        self.shared.lock().clients.remove(&self.id);
+    }
+}
+
+/// The next batch to run, by the policy; `None` when closed and empty.
+fn next_batch(shared: &Shared) -> Option<Vec<Item>> {
+    let mut state = shared.lock();
+    loop {
+        let now = Instant::now();
+        let mut oldest: HashMap<Group, (Instant, usize)> = HashMap::new();
+        for item in &state.queue {
+            let e = oldest.entry(item.group).or_insert((item.arrived, 0));
+            e.0 = e.0.min(item.arrived);
+            e.1 += 1;
+        }
+        let ready = oldest
+            .iter()
+            .filter(|(g, (at, n))| {
+                state.closed
+                    || *n >= shared.capacity(g.bucket)
+                    || now.duration_since(*at) >= shared.policy.max_wait
+            })
+            .min_by_key(|(_, (at, _))| *at)
+            .map(|(g, _)| *g);
+        if let Some(group) = ready {
+            let cap = shared.capacity(group.bucket);
+            let budget = shared.policy.limits.token_budget;
+            let mut batch = Vec::new();
+            let mut longest = 0;
+            let mut i = 0;
+            // Arrival order within the group; `queue` is in arrival order.
+            while i < state.queue.len() && batch.len() < cap {
+                let item = &state.queue[i];
+                let fits =
+                    batch.is_empty() || (batch.len() + 1) * longest.max(item.ids.len()) <= budget;
+                if item.group == group && fits {
+                    longest = longest.max(item.ids.len());
+                    batch.push(state.queue.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            // Another lane may take what is left; submit() woke only one.
+            if !state.queue.is_empty() {
+                shared.ready.notify_one();
+            }
+            return Some(batch);
+        }
+        if state.queue.is_empty() && state.closed {
+            return None;
+        }
+        let wait = oldest
+            .values()
+            .map(|(at, _)| (*at + shared.policy.max_wait).saturating_duration_since(now))
+            .min();
+        state = match wait {
+            Some(w) => {
+                shared
+                    .ready
+                    .wait_timeout(state, w.max(Duration::from_micros(100)))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+            None => shared.ready.wait(state).unwrap_or_else(|p| p.into_inner()),
+        };
+    }
+}
+
+type Loaded = HashMap<[u8; 32], Result<Box<dyn Backend>, Arc<SpeechError>>>;
+
+fn lane(shared: &Shared) {
+    let mut backends: Loaded = HashMap::new();
+    while let Some(batch) = next_batch(shared) {
+        run_batch(shared, &mut backends, batch);
+    }
+}
+
+fn send(shared: &Shared, client: u64, reply: Reply) {
+    if let Some(tx) = shared.lock().clients.get(&client) {
+        let _ = tx.send(reply);
+    }
+}
+
+fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
+    let first = &batch[0];
+    let mut load_seconds = 0.0;
+    let backend = backends.entry(first.voice.hash).or_insert_with(|| {
+        let t = Instant::now();
+        let clients: Vec<u64> = batch.iter().map(|i| i.client).collect();
+        let events = |e: Event| {
+            let mut told = Vec::new();
+            for &c in &clients {
+                if !told.contains(&c) {
+                    told.push(c);
+                    send(shared, c, Reply::Event(e.clone()));
+                }
+            }
+        };
+        let loaded = guarded(|| shared.loader.load(&first.voice.files, &events)).map_err(Arc::new);
+        load_seconds = t.elapsed().as_secs_f64();
+        loaded
+    });
+    let (scales, speaker) = (first.scales, first.speaker);
+    let backend = match backend {
+        Ok(b) => b,
+        Err(e) => {
+            let info = record(shared, &batch, 0.0, load_seconds, (0, batch.len()));
+            for item in batch {
+                let result = Err(SpeechError::Shared(Arc::clone(e)));
+                send(
+                    shared,
+                    item.client,
+                    Reply::Done {
+                        ticket: item.ticket,
+                        result,
+                        call: info,
+                    },
+                );
+            }
+            return;
+        }
+    };
+    let refs: Vec<&[i64]> = batch.iter().map(|i| i.ids.as_slice()).collect();
+    let t = Instant::now();
+    let out = guarded(|| backend.synthesize(&refs, scales, speaker));
+    let seconds = t.elapsed().as_secs_f64();
+    match out {
+        Ok(items) if items.len() == batch.len() => {
+            let info = record(shared, &batch, seconds, load_seconds, (batch.len(), 0));
+            for (item, raw) in batch.into_iter().zip(items) {
+                send(
+                    shared,
+                    item.client,
+                    Reply::Done {
+                        ticket: item.ticket,
+                        result: Ok(raw),
+                        call: info,
+                    },
+                );
+            }
+        }
+        Ok(items) if batch.len() == 1 => {
+            let e = SpeechError::Engine(format!("{} results for one item", items.len()));
+            fail_one(shared, batch, seconds, load_seconds, e);
+        }
+        Err(e) if batch.len() == 1 => fail_one(shared, batch, seconds, load_seconds, e),
+        // A failed call is retried item by item: only the bad item fails.
+        _ => {
+            record(shared, &batch, seconds, load_seconds, (0, 0));
+            for item in batch {
+                run_batch(shared, backends, vec![item]);
+            }
+        }
+    }
+}
+
+/// Runs `f`, turning a panic into an error: a lane that died would leave its callers waiting.
+fn guarded<T>(f: impl FnOnce() -> Result<T, SpeechError>) -> Result<T, SpeechError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(SpeechError::Engine(format!(
+            "the speech backend panicked: {what}"
+        )))
+    })
+}
+
+fn fail_one(shared: &Shared, batch: Vec<Item>, seconds: f64, load: f64, e: SpeechError) {
+    let info = record(shared, &batch, seconds, load, (0, 1));
+    if let Some(item) = batch.into_iter().next() {
+        send(
+            shared,
+            item.client,
+            Reply::Done {
+                ticket: item.ticket,
+                result: Err(e),
+                call: info,
+            },
+        );
+    }
+}
+
+/// Counts a call in the process-wide stats (`items`: its items that succeeded and failed; a
+/// call retried item by item counts neither) and describes it for the replies.
+fn record(
+    shared: &Shared,
+    batch: &[Item],
+    seconds: f64,
+    load: f64,
+    (ok, failed): (usize, usize),
+) -> CallInfo {
+    let longest = batch.iter().map(|i| i.ids.len()).max().unwrap_or(0);
+    let info = CallInfo {
+        call: shared.next_call.fetch_add(1, Ordering::Relaxed),
+        items: batch.len(),
+        seconds,
+        padded_ids: longest * batch.len(),
+        load_seconds: load,
+    };
+    let mut state = shared.lock();
+    let s = &mut state.stats;
+    s.calls += 1;
+    s.items += ok as u64;
+    s.failed_items += failed as u64;
+    s.model_seconds += seconds;
+    s.load_seconds += load;
+    s.real_ids += batch.iter().map(|i| i.ids.len() as u64).sum::<u64>();
+    s.padded_ids += info.padded_ids as u64;
+    s.mean_batch_items = s.items as f64 / s.calls as f64;
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend double: echoes each item's length as one sample and records call sizes.
+    struct Echo(Arc<Mutex<Vec<usize>>>);
+
+    impl Backend for Echo {
+        fn synthesize(
+            &mut self,
+            batch: &[&[i64]],
+            _: Scales,
+            _: u32,
+        ) -> Result<Vec<RawSpeech>, SpeechError> {
+            self.0.lock().unwrap().push(batch.len());
+            if batch.iter().any(|b| b.contains(&-1)) {
+                return Err(SpeechError::Engine("bad id".into()));
+            }
+            Ok(batch
+                .iter()
+                .map(|b| RawSpeech {
+                    pcm: vec![b.len() as f32],
+                    id_frames: vec![1; b.len()],
+                })
+                .collect())
+        }
+    }
+
+    struct EchoLoader(Arc<Mutex<Vec<usize>>>);
+
+    impl Loader for EchoLoader {
+        fn load(&self, _: &VoiceFiles, _: &dyn Fn(Event)) -> Result<Box<dyn Backend>, SpeechError> {
+            Ok(Box::new(Echo(Arc::clone(&self.0))))
+        }
+    }
+
+    fn batcher(
+        max_items: usize,
+        token_budget: usize,
+        max_wait: Duration,
+    ) -> (Batcher, Arc<Mutex<Vec<usize>>>) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let b = Batcher::start(
+            Box::new(EchoLoader(Arc::clone(&calls))),
+            Policy {
+                limits: BatchLimits {
+                    token_budget,
+                    max_items,
+                },
+                edges: vec![48, 96],
+                max_wait,
+                lanes: 1,
+            },
+        );
+        (b, calls)
+    }
+
+    fn voice() -> Arc<VoiceRef> {
+        Arc::new(VoiceRef {
+            files: VoiceFiles {
+                name: "v".into(),
+                model: "v.onnx".into(),
+                config: "v.onnx.json".into(),
+            },
+            hash: [0; 32],
+        })
+    }
+
+    const Q: Scales = Scales {
+        noise: 0.0,
+        length: 1.0,
+        noise_w: 0.0,
+    };
+
+    fn replies(c: &Client, n: usize) -> Vec<(u64, Result<RawSpeech, SpeechError>, CallInfo)> {
+        (0..n)
+            .map(|_| {
+                loop {
+                    match c
+                        .recv_timeout(Duration::from_secs(20))
+                        .expect("a reply in time")
+                    {
+                        Reply::Done {
+                            ticket,
+                            result,
+                            call,
+                        } => break (ticket, result, call),
+                        Reply::Event(_) => {}
+                    }
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_bucket_goes_at_once_without_waiting_for_the_timeout() {
+        // The wait is an hour: only a full bucket can be sent.
+        let (b, calls) = batcher(4, 10_000, Duration::from_secs(3600));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..4 {
+            c.submit(&v, Q, 0, vec![1; 40]).unwrap();
+        }
+        let got = replies(&c, 4);
+        assert!(got.iter().all(|(_, r, call)| r.is_ok() && call.items == 4));
+        assert_eq!(*calls.lock().unwrap(), vec![4]);
+    }
+
+    #[test]
+    fn a_partial_bucket_goes_after_the_wait_and_buckets_do_not_mix() {
+        let (b, calls) = batcher(8, 10_000, Duration::from_millis(30));
+        let mut c = b.client();
+        let v = voice();
+        let short = c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        let long = c.submit(&v, Q, 0, vec![1; 90]).unwrap();
+        let got = replies(&c, 2);
+        for (t, r, call) in got {
+            assert_eq!(call.items, 1);
+            let len = r.unwrap().pcm[0] as usize;
+            assert_eq!(len, if t == short { 10 } else { 90 });
+            assert!(t == short || t == long);
+        }
+        assert_eq!(calls.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_token_budget_and_the_largest_bucket_cap_a_call() {
+        // Budget 200 at the 48-id bucket: 4 items a call; past the last bucket: one a call.
+        let (b, calls) = batcher(64, 200, Duration::from_millis(10));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..10 {
+            c.submit(&v, Q, 0, vec![1; 48]).unwrap();
+        }
+        for _ in 0..2 {
+            c.submit(&v, Q, 0, vec![1; 500]).unwrap();
+        }
+        replies(&c, 12);
+        let calls = calls.lock().unwrap();
+        assert!(calls.iter().all(|&n| n <= 4), "{calls:?}");
+        assert_eq!(calls.iter().sum::<usize>(), 12);
+        assert_eq!(b.stats().items, 12);
+    }
+
+    #[test]
+    fn a_bad_item_fails_alone_and_scales_split_groups() {
+        let (b, _) = batcher(8, 10_000, Duration::from_millis(10));
+        let mut c = b.client();
+        let v = voice();
+        let bad = c.submit(&v, Q, 0, vec![1, -1, 2]).unwrap();
+        c.submit(&v, Q, 0, vec![1, 2, 3]).unwrap();
+        let other = Scales { length: 0.5, ..Q };
+        c.submit(&v, other, 0, vec![1, 2]).unwrap();
+        for (t, r, call) in replies(&c, 3) {
+            assert_eq!(r.is_err(), t == bad);
+            assert_eq!(call.items, 1);
+        }
+        let s = b.stats();
+        assert_eq!((s.items, s.failed_items), (2, 1));
+    }
+
+    #[test]
+    fn a_dropped_client_leaves_nothing_queued() {
+        let (b, calls) = batcher(8, 10_000, Duration::from_secs(3600));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..3 {
+            c.submit(&v, Q, 0, vec![1; 20]).unwrap();
+        }
+        drop(c);
+        assert_eq!(b.stats().cancelled_items, 3);
+        drop(b);
+        assert!(calls.lock().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,349 @@
+//! Checking and measuring an engine on the GPU: `talker engine validate|bench`.
+//!
+//! Input: a voice, an engines folder and an ids file (JSON from `talker engine ids`: phoneme ids
+//! per sentence, the first `calibration` of them for INT8). `validate` runs the held-out sentences
+//! through the engine (building it if needed), counts NaN/Inf, optionally traces one sentence
+//! step by step against the host executor of the same plan, compares a few sentences with that
+//! executor and writes the audio and durations for comparison with ONNX Runtime; `bench`
+//! measures audio-seconds per second at several batch sizes. Both return one JSON object.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::build::GpuVoice;
+use crate::tts::batch::{self, BatchLimits, DEFAULT_EDGES};
+use crate::tts::cuda::io::Feed;
+use crate::tts::cuda::plan::op::Precision;
+use crate::tts::cuda::quant::snr_db;
+use crate::tts::cuda::reference::{Hooks, HostExecutor};
+use crate::tts::cuda::tensor::Tensor;
+use crate::tts::voice::{Scales, VoiceConfig, VoiceFiles};
+use crate::tts::{RawSpeech, SpeechError};
+
+type Result<T, E = SpeechError> = std::result::Result<T, E>;
+
+/// What `validate` and `bench` run on.
+pub struct Check<'a> {
+    pub voice: &'a VoiceFiles,
+    pub engines: &'a Path,
+    pub ids: &'a Path,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Sentence {
+    pub text: String,
+    pub ids: Vec<i64>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct IdsFile {
+    pub voice: String,
+    pub calibration: usize,
+    pub sentences: Vec<Sentence>,
+}
+
+/// Reads and checks an ids file (bad input: exit 2).
+pub fn read_ids(path: &Path) -> Result<IdsFile> {
+    let text = std::fs::read_to_string(path).map_err(SpeechError::io(path))?;
+    let f: IdsFile = serde_json::from_str(&text)
+        .map_err(|e| SpeechError::BadInput(format!("{}: not an ids file ({e})", path.display())))?;
+    if f.calibration > f.sentences.len() || f.sentences.iter().any(|s| s.ids.is_empty()) {
+        return Err(SpeechError::BadInput(format!(
+            "{}: calibration count or empty sentences",
+            path.display()
+        )));
+    }
+    Ok(f)
+}
+
+fn quiet(config: &VoiceConfig) -> Scales {
+    Scales {
+        noise: 0.0,
+        length: config.defaults.length,
+        noise_w: 0.0,
+    }
+}
+
+fn open(check: &Check<'_>, p: Precision) -> Result<(GpuVoice, IdsFile, VoiceConfig)> {
+    let config = VoiceConfig::load(&check.voice.config)?;
+    let ids = read_ids(check.ids)?;
+    let calibration: Vec<Vec<i64>> = ids.sentences[..ids.calibration]
+        .iter()
+        .map(|s| s.ids.clone())
+        .collect();
+    let voice = GpuVoice::open_or_build(
+        check.voice,
+        p,
+        check.engines,
+        &calibration,
+        &|m| tracing::info!("{m}"),
+        &|_| {},
+    )?;
+    Ok((voice, ids, config))
+}
+
+/// Relative difference of two tensors (‖a−b‖ / ‖b‖), and whether the shapes agree.
+fn rel_diff(a: &Tensor, b: &Tensor) -> (f64, bool) {
+    if a.shape != b.shape {
+        return (f64::INFINITY, false);
+    }
+    let as_f = |t: &Tensor| -> Vec<f64> {
+        match &t.data {
+            crate::tts::cuda::tensor::Data::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            crate::tts::cuda::tensor::Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            crate::tts::cuda::tensor::Data::Bool(v) => {
+                v.iter().map(|&x| f64::from(u8::from(x))).collect()
+            }
+        }
+    };
+    let (x, y) = (as_f(a), as_f(b));
+    let num: f64 = x.iter().zip(&y).map(|(p, q)| (p - q) * (p - q)).sum();
+    let den: f64 = y.iter().map(|q| q * q).sum();
+    ((num / den.max(1e-30)).sqrt(), true)
+}
+
+/// `talker engine validate`; see the module header.
+pub fn validate(
+    check: &Check<'_>,
+    p: Precision,
+    out: Option<&Path>,
+    trace: bool,
+    limit: Option<usize>,
+) -> Result<Value> {
+    let t = Instant::now();
+    let (mut voice, ids, config) = open(check, p)?;
+    let load_s = t.elapsed().as_secs_f64();
+    let warm_s = voice.warm()?;
+    let held: Vec<&Sentence> = ids.sentences[ids.calibration..]
+        .iter()
+        .take(limit.unwrap_or(usize::MAX))
+        .collect();
+    let scales = quiet(&config);
+    let mut trace_report = Value::Null;
+    if trace {
+        // One short sentence, step by step: device vs host, same plan.
+        let s = held.iter().min_by_key(|s| s.ids.len()).expect("sentences");
+        let feed = Feed::new(&[s.ids.as_slice()], scales, 0);
+        let mut host_vals: Vec<(usize, Tensor)> = Vec::new();
+        let plan = voice.exec.plan.clone();
+        let mut hh = |i: usize, t: &Tensor| host_vals.push((i, t.clone()));
+        HostExecutor::new(&plan, 0)
+            .run(
+                &feed,
+                Hooks {
+                    conv_input: None,
+                    step_output: Some(&mut hh),
+                },
+            )
+            .map_err(|e| SpeechError::Engine(e.to_string()))?;
+        let mut dev_vals: Vec<(usize, Tensor)> = Vec::new();
+        let mut dh = |i: usize, t: &Tensor| dev_vals.push((i, t.clone()));
+        voice.exec.run(
+            &feed,
+            Hooks {
+                conv_input: None,
+                step_output: Some(&mut dh),
+            },
+        )?;
+        let mut worst = Vec::new();
+        let mut first_bad = Vec::new();
+        for ((i, h), (_, d)) in host_vals.iter().zip(&dev_vals) {
+            let (r, same_shape) = rel_diff(d, h);
+            let step = &plan.steps[*i];
+            let entry = json!({"step": i, "op": step.op.name(), "name": step.name, "rel": r, "shape_host": h.shape, "shape_dev": d.shape});
+            if (!same_shape || r > 1e-2 || !r.is_finite()) && first_bad.len() < 12 {
+                first_bad.push(entry.clone());
+            }
+            worst.push((r, entry));
+        }
+        worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+        trace_report = json!({
+            "ids": s.ids.len(), "steps": host_vals.len(),
+            "first_over_1e-2": first_bad,
+            "worst": worst.iter().take(8).map(|w| w.1.clone()).collect::<Vec<_>>(),
+        });
+    }
+    let lengths: Vec<usize> = held.iter().map(|s| s.ids.len()).collect();
+    let batches = batch::plan(
+        &lengths,
+        DEFAULT_EDGES,
+        BatchLimits {
+            token_budget: usize::MAX,
+            max_items: 8,
+        },
+    );
+    let mut results: Vec<Option<RawSpeech>> = vec![None; held.len()];
+    let t = Instant::now();
+    for b in &batches {
+        let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+        let items = voice.synthesize(&refs, scales, 0)?;
+        for (&i, r) in b.iter().zip(items) {
+            results[i] = Some(r);
+        }
+    }
+    let run_s = t.elapsed().as_secs_f64();
+    let results: Vec<_> = results
+        .into_iter()
+        .map(|r| r.expect("every sentence ran"))
+        .collect();
+    let non_finite: usize = results
+        .iter()
+        .map(|r| r.pcm.iter().filter(|v| !v.is_finite()).count())
+        .sum();
+    let audio_s: f64 =
+        results.iter().map(|r| r.pcm.len() as f64).sum::<f64>() / f64::from(config.sample_rate);
+    if let Some(path) = out {
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(path).map_err(SpeechError::io(path))?);
+        for r in &results {
+            let mut buf = Vec::with_capacity(8 + 4 * (r.pcm.len() + r.id_frames.len()));
+            buf.extend((r.pcm.len() as u32).to_le_bytes());
+            r.pcm.iter().for_each(|v| buf.extend(v.to_le_bytes()));
+            buf.extend((r.id_frames.len() as u32).to_le_bytes());
+            r.id_frames.iter().for_each(|v| buf.extend(v.to_le_bytes()));
+            f.write_all(&buf).map_err(SpeechError::io(path))?;
+        }
+        f.flush().map_err(SpeechError::io(path))?;
+    }
+    // Host executor of the same plan on a few sentences: what the device should reproduce.
+    let mut host_snr = Vec::new();
+    for (i, s) in held.iter().enumerate().take(3) {
+        let feed = Feed::new(&[s.ids.as_slice()], scales, 0);
+        let o = HostExecutor::new(&voice.exec.plan, 0)
+            .run(&feed, Hooks::default())
+            .map_err(|e| SpeechError::Engine(e.to_string()))?;
+        let h = crate::tts::cuda::io::split(&o, &[s.ids.as_slice()], config.hop)
+            .map_err(|e| SpeechError::Engine(e.0))?;
+        host_snr.push(json!({"sentence": i, "snr_db": snr_db(&h[0].pcm, &results[i].pcm), "durations_equal": h[0].id_frames == results[i].id_frames}));
+    }
+    Ok(json!({
+        "precision": format!("{p:?}"), "header": voice.header, "sentences": held.len(), "batches": batches.len(),
+        "audio_seconds": audio_s, "run_seconds": run_s, "load_seconds": load_s, "warm_seconds": warm_s,
+        "non_finite_samples": non_finite, "syncs_last_batch": voice.exec.syncs,
+        "device_vs_host_same_plan": host_snr, "trace": trace_report,
+    }))
+}
+
+/// `talker engine bench`: audio-seconds per second at each batch size (sentences grouped by the
+/// length buckets, at most N per call).
+pub fn bench(
+    check: &Check<'_>,
+    p: Precision,
+    batches: &[usize],
+    passes: usize,
+    profile: bool,
+) -> Result<Value> {
+    let (mut voice, ids, config) = open(check, p)?;
+    let warm_s = voice.warm()?;
+    let held: Vec<&Sentence> = ids.sentences[ids.calibration..].iter().collect();
+    let lengths: Vec<usize> = held.iter().map(|s| s.ids.len()).collect();
+    let scales = quiet(&config);
+    let mut rows = Vec::new();
+    for &n in batches {
+        let plan = batch::plan(
+            &lengths,
+            DEFAULT_EDGES,
+            BatchLimits {
+                token_budget: usize::MAX,
+                max_items: n.max(1),
+            },
+        );
+        let mut times = Vec::new();
+        let mut audio = 0usize;
+        for pass in 0..=passes {
+            let t = Instant::now();
+            let mut samples = 0usize;
+            for b in &plan {
+                let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+                samples += voice
+                    .synthesize(&refs, scales, 0)?
+                    .iter()
+                    .map(|r| r.pcm.len())
+                    .sum::<usize>();
+            }
+            // Pass 0 warms this batch size's shapes and is not timed.
+            if pass > 0 {
+                times.push(t.elapsed().as_secs_f64());
+            }
+            audio = samples;
+        }
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        let audio_s = audio as f64 / f64::from(config.sample_rate);
+        let profile = if profile {
+            // One more pass with a sync after every step: seconds per op kind, largest first.
+            voice.exec.profile = Some(HashMap::new());
+            for b in &plan {
+                let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+                voice.synthesize(&refs, scales, 0)?;
+            }
+            let mut kinds: Vec<(String, (usize, f64))> = voice
+                .exec
+                .profile
+                .take()
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            kinds.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
+            kinds
+                .into_iter()
+                .map(|(k, (calls, secs))| json!({"op": k, "steps": calls, "seconds": secs}))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        rows.push(json!({
+            "batch": n, "calls": plan.len(), "mean_items": held.len() as f64 / plan.len() as f64,
+            "audio_seconds": audio_s, "median_seconds": median,
+            "audio_seconds_per_second": audio_s / median, "times": times, "profile": profile,
+        }));
+    }
+    Ok(
+        json!({"precision": format!("{p:?}"), "warm_seconds": warm_s, "gpu": voice.header.gpu, "rows": rows}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_files_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ids.json");
+        let write = |s: &str| std::fs::write(&path, s).unwrap();
+        write(
+            r#"{"voice":"v","calibration":1,"sentences":[{"text":"a","ids":[1,0,2]},{"text":"b","ids":[1,2]}]}"#,
+        );
+        let f = read_ids(&path).unwrap();
+        assert_eq!((f.calibration, f.sentences.len()), (1, 2));
+        write(r#"{"voice":"v","calibration":3,"sentences":[{"text":"a","ids":[1]}]}"#);
+        assert!(
+            matches!(read_ids(&path), Err(SpeechError::BadInput(m)) if m.contains("calibration"))
+        );
+        write(r#"{"voice":"v","calibration":0,"sentences":[{"text":"a","ids":[]}]}"#);
+        assert!(matches!(read_ids(&path), Err(SpeechError::BadInput(m)) if m.contains("empty")));
+        write("[1, 2]");
+        assert!(
+            matches!(read_ids(&path), Err(SpeechError::BadInput(m)) if m.contains("not an ids file"))
+        );
+        assert!(read_ids(&dir.path().join("missing.json")).is_err());
+    }
+
+    #[test]
+    fn relative_difference_of_tensors() {
+        let a = Tensor::f32(vec![2], vec![3.0, 4.0]);
+        assert_eq!(rel_diff(&a, &a), (0.0, true));
+        let b = Tensor::f32(vec![2], vec![3.0, 4.5]);
+        let (r, same) = rel_diff(&b, &a);
+        assert!(same && (r - 0.1).abs() < 1e-12, "{r}");
+        let c = Tensor::f32(vec![1, 2], vec![3.0, 4.0]);
+        assert_eq!(rel_diff(&c, &a), (f64::INFINITY, false));
+        let i = Tensor::i64(vec![2], vec![3, 4]);
+        assert_eq!(rel_diff(&i, &i), (0.0, true));
+    }
+}
