@@ -8,7 +8,7 @@ talker), with the weights of the voice's .onnx file, in eager PyTorch.
   check  the module against ONNX Runtime (CPU, batch 1, noise off) on the held-out sentences:
          durations identical and waveform SNR; FP32 gates (>= --min-snr, 40 dB), the other modes
          are reported. Exits 1 when the FP32 gate fails.
-  bench  throughput (audio-seconds per second) per mode (fp32, fp16 autocast, tf32) at each batch
+  bench  throughput (audio-seconds per second) per mode (see Modes) at each batch
          size, batches formed as talker forms them (scripts/gpu-reference.py `batches`: sorted
          into the length buckets of tts::batch::DEFAULT_EDGES, a batch never spans two buckets, at
          most N items; "64" is the renderer's buckets, about 25 items a call on these sentences).
@@ -19,8 +19,12 @@ Piper's code runs as shipped: eager, except its one @torch.jit.script helper
 (commons.fused_add_tanh_sigmoid_multiply, the WN gate); the SDP draws its (zero-scaled) noise on the
 CPU and copies it over, as Piper does.
 
-Modes: fp32 = strict FP32 (cuDNN and matmul TF32 off); tf32 = PyTorch's defaults (cuDNN
-convolutions in TF32); fp16 = torch.autocast(float16) over the same module.
+Modes: fp32 = strict FP32 (cuDNN and matmul TF32 off); fp16 = torch.autocast(float16) over the
+whole infer() (PyTorch's own mixed precision: the text encoder and duration predictor in FP16 too,
+so durations differ from ONNX Runtime's); fp16-flowdec = autocast(float16) over the flow and the
+decoder only, text encoder and duration predictor in strict FP32 (talker's own precision policy:
+durations as ONNX Runtime's); tf32 = PyTorch's default settings (cuDNN convolutions in TF32).
+--cudnn-benchmark sets torch.backends.cudnn.benchmark (off by default, as in PyTorch).
 
 The wheel is not installed (its package `piper` imports ONNX Runtime and a compiled espeak bridge at
 import): `piper/train/vits/` is imported straight from the wheel file through zipimport as the
@@ -237,13 +241,18 @@ def load_model(model_path, wheel, device):
 
 # ----------------------------------------------------------------------------- running it
 
-MODES = ("fp32", "fp16", "tf32")
+MODES = ("fp32", "fp16", "fp16-flowdec", "tf32")
 
 
-def set_mode(torch, mode):
-    strict = mode == "fp32"
-    torch.backends.cudnn.allow_tf32 = not strict        # PyTorch's default: True
-    torch.backends.cuda.matmul.allow_tf32 = False       # PyTorch's default: False
+def set_mode(torch, model, device, mode):
+    torch.backends.cudnn.allow_tf32 = mode != "fp32" and mode != "fp16-flowdec"  # default: True
+    torch.backends.cuda.matmul.allow_tf32 = False                                # default: False
+    for name in ("flow", "dec"):
+        mod = getattr(model, name)
+        mod.__dict__.pop("forward", None)  # back to the class's forward
+        if mode == "fp16-flowdec":
+            # Piper's own forward, called under autocast (torch.autocast works as a decorator).
+            mod.forward = torch.autocast(device.type, dtype=torch.float16)(mod.forward)
 
 
 def synthesize(torch, model, batch, device, mode):
@@ -252,7 +261,7 @@ def synthesize(torch, model, batch, device, mode):
     x = torch.from_numpy(ids).to(device, non_blocking=True)
     xl = torch.from_numpy(lengths).to(device, non_blocking=True)
     autocast = torch.autocast(device_type=device.type, dtype=torch.float16,
-                              enabled=(mode == "fp16"))
+                              enabled=mode == "fp16")
     with torch.inference_mode(), autocast:
         o, attn, y_mask, _ = model.infer(x, xl, noise_scale=0.0, length_scale=1.0,
                                          noise_scale_w=0.0)
@@ -267,13 +276,14 @@ def synthesize(torch, model, batch, device, mode):
 
 
 def modes_for(device, asked):
-    return [m for m in asked if device.type == "cuda" or m == "fp32"]
+    return asked or (list(MODES) if device.type == "cuda" else ["fp32"])
 
 
 def setup(a):
     import torch
     if a.threads:
         torch.set_num_threads(a.threads)
+    torch.backends.cudnn.benchmark = a.cudnn_benchmark
     dev = a.device if a.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(dev)
     model, info = load_model(a.model, find_wheel(a.wheel), device)
@@ -302,7 +312,7 @@ def cmd_check(a):
     audio = sum(len(p) for p, _ in ref) / 22050
     rows, ok = [], True
     for mode in modes_for(device, a.modes):
-        set_mode(torch, mode)
+        set_mode(torch, model, device, mode)
         for n in a.batches:
             items = [None] * len(sents)
             t = time.perf_counter()
@@ -338,6 +348,24 @@ def cmd_check(a):
             "reference_seconds": ref_secs, "audio_seconds": audio, "rows": rows, "pass": ok}, ok
 
 
+def profile_pass(torch, one_pass, sync):
+    """One more pass under torch.profiler: the ops with the most device (CPU: CPU) time, untimed."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts) as prof:
+        one_pass()
+        sync()
+    # Kernels and copies only: an aten:: op's device time is its kernels' again.
+    ev = [e for e in prof.key_averages() if not e.key.startswith("aten::")]
+    if torch.cuda.is_available():
+        dev = lambda e: getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)  # noqa: E731
+    else:
+        dev = lambda e: e.self_cpu_time_total  # noqa: E731
+    total = sum(dev(e) for e in ev) or 1
+    return [{"op": e.key, "self_device_ms": dev(e) / 1e3, "share": dev(e) / total, "calls": e.count}
+            for e in sorted(ev, key=dev, reverse=True)[:15]]
+
+
 def cmd_bench(a):
     torch, device, model, info, env = setup(a)
     sents = REF.held_out(a.ids)[: a.limit or None]
@@ -348,7 +376,7 @@ def cmd_bench(a):
 
     rows, start = [], time.perf_counter()
     for mode in modes_for(device, a.modes):
-        set_mode(torch, mode)
+        set_mode(torch, model, device, mode)
         for n in a.batches:
             if a.budget and time.perf_counter() - start > a.budget:
                 rows.append({"mode": mode, "batch": n, "skipped": f"past --budget {a.budget} s"})
@@ -377,6 +405,9 @@ def cmd_bench(a):
                    "times": times, "warmup_seconds": warm}
             if device.type == "cuda":
                 row["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+            if a.profile:
+                row["profile_top"] = profile_pass(torch, lambda: [run([sents[i] for i in g], mode)
+                                                                  for g in groups], sync)
             log(json.dumps(row))
             rows.append(row)
     return {"baseline": "pytorch-eager (piper-tts 1.8.0 SynthesizerTrn.infer)", **env,
@@ -403,8 +434,10 @@ def main():
         s.add_argument("--device", default="auto", help="auto (cuda when available), cuda, cpu")
         s.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
         s.add_argument("--limit", type=int, default=0, help="only the first N held-out sentences")
-        s.add_argument("--modes", type=csv_modes, default=list(MODES),
-                       help="fp32,fp16,tf32 (on the CPU only fp32 runs)")
+        s.add_argument("--modes", type=csv_modes,
+                       help=",".join(MODES) + " (default: all on a GPU, fp32 on the CPU)")
+        s.add_argument("--cudnn-benchmark", action="store_true",
+                       help="torch.backends.cudnn.benchmark = True (autotune per shape)")
     c = sub.choices["check"]
     c.add_argument("--batches", type=csv_ints, default=[1], help="batch sizes to compare (gate: 1)")
     c.add_argument("--ref", help="reference.bin from `gpu-reference.py reference` instead of running ONNX Runtime")
@@ -413,6 +446,8 @@ def main():
     b = sub.choices["bench"]
     b.add_argument("--batches", type=csv_ints, default=[1, 8, 64])
     b.add_argument("--passes", type=int, default=2)
+    b.add_argument("--profile", action="store_true",
+                   help="after each row, one pass under torch.profiler: its top ops by device time")
     b.add_argument("--budget", type=float, default=0,
                    help="seconds: rows that would start later are skipped (0: no limit)")
     a = p.parse_args()
