@@ -6,8 +6,8 @@ the training code that the PyPI `piper-tts` 1.8.0 wheel ships (`piper/train/vits
 talker), with the weights of the voice's .onnx file, in eager PyTorch.
 
   check  the module against ONNX Runtime (CPU, batch 1, noise off) on the held-out sentences:
-         durations identical and waveform SNR; FP32 gates (>= --min-snr, 40 dB), the other modes
-         are reported. Exits 1 when the FP32 gate fails.
+         durations identical and waveform SNR; FP32 at batch 1 is gated (>= --min-snr, 40 dB), the
+         other modes and batches are reported. Exits 1 when the FP32 gate fails.
   bench  throughput (audio-seconds per second) per mode (see Modes) at each batch
          size, batches formed as talker forms them (scripts/gpu-reference.py `batches`: sorted
          into the length buckets of tts::batch::DEFAULT_EDGES, a batch never spans two buckets, at
@@ -31,10 +31,10 @@ import): `piper/train/vits/` is imported straight from the wheel file through zi
 package `piper_vits`; its modules need only torch and numpy. Wheel: --wheel, or
 .whl/piper_tts-1.8.0-*.whl in the repository (a folder that git ignores).
 
-Hyperparameters: num_symbols / num_speakers from the .onnx.json; everything else from the ONNX
+Hyperparameters: num_symbols / num_speakers from the .onnx.json (absent: from the graph); everything else from the ONNX
 initialisers' shapes and the graph's Conv/ConvTranspose attributes (see `hyperparameters`).
 
-Weights: the ONNX initialisers, name by name (see `load_weights`):
+Weights: the ONNX initialisers, name by name (see `onnx_to_state` and `load_model`):
   - most initialisers carry the module path of the parameter (`dec.ups.0.weight`, ...): copied;
   - `sid` [n_vocab, hidden] is `enc_p.emb.weight` (the exporter renamed it: its consumer is
     /enc_p/emb/Gather; the sqrt(hidden) scale stays in the graph as /enc_p/Mul, not folded);
@@ -64,6 +64,7 @@ import warnings
 
 import numpy as np
 
+sys.dont_write_bytecode = True  # no __pycache__ beside scripts/gpu-reference.py
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 HOP = 256
