@@ -394,8 +394,9 @@ fn ear(m: &[[f32; 2]; 68], first: usize) -> f64 {
 
 /// The eye's visible opening measured from pixels, as a fraction of its length (an aspect
 /// ratio like EAR): in each column of the eye's middle half, the pixels from just above the
-/// upper lid to just below the lower lid that are much darker than the cheek (`skin`, CIELAB):
-/// L* lower by 20 or more, i.e. iris, pupil or lashes; the median column.
+/// upper lid to just below the lower lid that are much darker than the cheek (`skin`, CIELAB),
+/// i.e. iris, pupil or lashes: each counts from 0 (L* 10 below the cheek's) to 1 (40 below), so
+/// a line thinner than a pixel counts by how dark it is; the median column.
 fn aperture(img: &RgbImage, eye: &[[f32; 2]], skin: [f64; 3]) -> f64 {
     let length = eye[3][0] - eye[0][0];
     let px = |x: u32, y: u32| lab(img.get_pixel(x, y).0.map(f64::from));
@@ -406,10 +407,10 @@ fn aperture(img: &RgbImage, eye: &[[f32; 2]], skin: [f64; 3]) -> f64 {
         let upper = eye[1][1] + (eye[2][1] - eye[1][1]) * t;
         let lower = eye[5][1] + (eye[4][1] - eye[5][1]) * t;
         let (y0, y1) = (upper - 0.15 * length, lower + 0.1 * length);
-        let n = (y0.round() as u32..=y1.round() as u32)
-            .filter(|&y| px(x, y)[0] < skin[0] - 20.0)
-            .count();
-        counts.push(n as f64);
+        let n: f64 = (y0.round() as u32..=y1.round() as u32)
+            .map(|y| ((skin[0] - px(x, y)[0] - 10.0) / 30.0).clamp(0.0, 1.0))
+            .sum();
+        counts.push(n);
     }
     counts.sort_by(f64::total_cmp);
     counts[counts.len() / 2] / f64::from(length)

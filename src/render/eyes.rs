@@ -77,7 +77,7 @@ impl EyeRig {
             })
             .fold(0.0, f32::max);
         let over = 0.12 * height + 0.3;
-        let margin = (0.1 * l).clamp(0.5, 0.4 * k);
+        let margin = (0.1 * l).min(0.4 * k);
         let at = |x: f32, y: f32| img.bilinear_local(&frame, [x, y]);
         // Lid skin: the middle 80 % of the lid, between the crease and the margin.
         let mut lid = Vec::new();
@@ -102,8 +102,11 @@ impl EyeRig {
         }
         let lid_skin = median(&mut lid);
         let cheek = median(&mut cheek);
-        // The lid keeps a little of its own tone (a lid is often a shade darker or pinker).
-        let skin = mix(lid_skin, cheek, 0.65);
+        // The lid keeps its own tone (often a shade darker or pinker than the cheek) unless it
+        // is far from the skin's (shadow, make-up, or lashes caught in the samples): then it is
+        // pulled to within Delta E 6 of the cheek.
+        let far = delta_e(lid_skin, cheek);
+        let skin = mix(lid_skin, cheek, (1.0 - 6.0 / far.max(1e-3)).clamp(0.0, 1.0));
         lash.sort_by(|a, b| luma(*a).total_cmp(&luma(*b)));
         let darkest = &lash[..(lash.len() / 4).max(1)];
         let lash = mul(mean3(darkest), 0.85);
@@ -124,6 +127,11 @@ impl EyeRig {
         }
     }
 
+    /// How far beyond each corner the lid replaces the portrait's flared lashes.
+    fn ext(&self) -> f32 {
+        0.12 * self.l
+    }
+
     /// Image-space bounding box (x0, y0, x1, y1) of what a blink may change.
     pub fn bounds(&self) -> [f32; 4] {
         let top = (0..LUT)
@@ -135,8 +143,8 @@ impl EyeRig {
             .fold(f32::MIN, f32::max)
             + self.over.max(self.lower_fade)
             + 1.0;
-        let c = [[0.0, top], [self.l, top], [0.0, bottom], [self.l, bottom]]
-            .map(|c| self.frame.to_image(c));
+        let (x0, x1) = (-self.ext(), self.l + self.ext());
+        let c = [[x0, top], [x1, top], [x0, bottom], [x1, bottom]].map(|c| self.frame.to_image(c));
         [
             c.iter().map(|p| p[0]).fold(f32::MAX, f32::min),
             c.iter().map(|p| p[1]).fold(f32::MAX, f32::min),
@@ -149,7 +157,8 @@ impl EyeRig {
     #[inline]
     pub fn shade(&self, img: &Rgb, blink: f32, q: P) -> Option<[f32; 3]> {
         let [x, y] = self.frame.to_local(q);
-        if x <= 0.0 || x >= self.l {
+        let ext = self.ext();
+        if x <= -ext || x >= self.l + ext {
             return None;
         }
         let up = self.up.at(x);
@@ -161,15 +170,18 @@ impl EyeRig {
         let at = |ys: f32| img.bilinear_local(&self.frame, [x, ys]);
         // The lid margin travels to a little below the lower lid, which itself rises by 15 %
         // of the opening; both fade out at the corners.
-        let bump = (std::f32::consts::PI * x / self.l).sin();
+        let bump = (std::f32::consts::PI * x / self.l).sin().max(0.0);
         let rise = blink * 0.15 * (lo - up);
         let lo_b = lo - rise;
         let m = blink * (lo_b - up + self.over * bump);
         let edge = up + m;
-        // How much of the synthetic lid shows here: none until the lid has moved a margin.
-        let shown = (m / self.margin).min(1.0);
+        // How much of the synthetic lid shows here: it fades in with the blink and, so that
+        // the portrait's own lash margin does not survive as wings at the corners, within the
+        // eye's corners and a little beyond them.
+        let shown = smoothstep(0.0, 0.25, blink) * smoothstep(-ext, ext, x.min(self.l - x));
         // The lid skin [top, up - margin·shown] of the portrait fills [top, edge].
-        let src_bottom = up - self.margin * shown;
+        // Twice the margin at the corners, where lashes and liner flare out.
+        let src_bottom = up - self.margin * (2.0 - bump) * shown;
         let span = edge - top;
         let lid = |y: f32| {
             let u = ((y - top) / span).clamp(0.0, 1.0);
@@ -180,7 +192,7 @@ impl EyeRig {
             let crease = 1.0 - 0.1 * (1.0 - smoothstep(0.0, 0.4, u));
             let curl = 1.0 - 0.1 * smoothstep(0.7, 1.0, u);
             let skin = mul(self.skin, (1.0 + 0.7 * (detail - 1.0)) * crease * curl);
-            mix(c, skin, shown * smoothstep(0.0, 0.3, u))
+            mix(c, skin, shown * smoothstep(0.0, 0.5, u))
         };
         // Below the lid: the raised lower lid (its skin stretched up from below), else the eye
         // in the lid's soft shadow.
@@ -220,6 +232,35 @@ impl EyeRig {
         }
         Some(c)
     }
+}
+
+/// CIE76 colour difference of two sRGB colours (0..255), via CIELAB (D65).
+fn delta_e(a: [f32; 3], b: [f32; 3]) -> f32 {
+    let (p, q) = (lab(a), lab(b));
+    ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt()
+}
+
+fn lab(c: [f32; 3]) -> [f32; 3] {
+    let lin = |v: f32| {
+        let v = v / 255.0;
+        if v <= 0.04045 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let [r, g, b] = c.map(lin);
+    let f = |t: f32| {
+        if t > 0.008856 {
+            t.cbrt()
+        } else {
+            7.787 * t + 16.0 / 116.0
+        }
+    };
+    let fx = f((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047);
+    let fy = f(0.2126 * r + 0.7152 * g + 0.0722 * b);
+    let fz = f((0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883);
+    [116.0 * fy - 16.0, 500.0 * (fx - fy), 200.0 * (fy - fz)]
 }
 
 fn mean3(cs: &[[f32; 3]]) -> [f32; 3] {

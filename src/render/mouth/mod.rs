@@ -46,6 +46,7 @@ pub(crate) struct MouthRig {
     up_in: Curve,
     lo_in: Curve,
     lo_thick: Curve,
+    up_thick: Curve,
     /// Source inner-lip gap (≥ 0).
     gap0: Curve,
     /// How far inside the lips the new inner edges sample.
@@ -158,6 +159,7 @@ impl MouthRig {
             up_in,
             lo_in,
             lo_thick,
+            up_thick,
             gap0,
             inset,
             s_left,
@@ -326,15 +328,28 @@ impl MouthRig {
         // Above the lip line the upper lip moves, fading out at the nose base; below it the
         // lower lip moves with its own profile near the lip, with the jaw further down, fading
         // out below the chin and towards the jaw's sides.
+        // Rounded lips are pushed forward and look fuller: each lip's outer edge moves out by
+        // up to 30 % of its thickness (the lip is stretched, the skin beyond it shifted).
+        let pout = 0.3 * f.round;
         let ys = if y <= 0.5 * (ud + ld) {
-            y - f.du.at(s) * smoothstep(self.nose, ud, y)
+            let thick = self.up_thick.at(s).max(0.5);
+            let outer = ud - thick;
+            let fuller = pout
+                * thick
+                * if y <= outer {
+                    smoothstep(self.nose, outer, y)
+                } else {
+                    1.0 - smoothstep(outer, ud, y)
+                };
+            y - f.du.at(s) * smoothstep(self.nose, ud, y) + fuller
         } else {
             let beta = smoothstep(ld, ld + 0.8 * w, y);
             let lat = 1.0 - smoothstep(0.9 * w, 2.0 * w, xs.abs());
             let gamma = 1.0 - smoothstep(self.chin - 0.2 * w, self.chin + w, y);
             let shift = (f.dl.at(s) + (f.jaw * lat - f.dl.at(s)) * beta) * gamma;
             let thick = self.lo_thick.at(s).max(0.5);
-            y - shift + f.tuck.at(s) * smoothstep(ld, ld + thick, y) * gamma
+            let tuck = f.tuck.at(s) - pout * thick;
+            y - shift + tuck * smoothstep(ld, ld + thick, y) * gamma
         };
         // The opening between the new edges; closed lips keep a thin dark seam (a minimum
         // opening that fades out at the corners) instead of a hard line.
