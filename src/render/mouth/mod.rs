@@ -200,8 +200,8 @@ impl MouthRig {
     pub fn frame(&self, pose: &MouthPose) -> MouthFrame {
         let p = pose.clamped();
         let w = self.w;
-        // Rounded lips pucker to about 65 % of the rest width, spread lips reach about 118 %.
-        let k = 1.0 + 0.18 * p.width.max(0.0) + 0.35 * p.width.min(0.0);
+        // Rounded lips pucker to about 72 % of the rest width, spread lips reach about 118 %.
+        let k = 1.0 + 0.18 * p.width.max(0.0) + 0.28 * p.width.min(0.0);
         let round_in = 1.0 - 0.3 * p.round;
         let (el, er) = (-self.s_left * round_in, self.s_right * round_in);
         // Opening profile 1 - |t|^n: a lens, fuller when rounded, with a finite slope at the
