@@ -3,8 +3,8 @@
 //! Input: the same options as a render. Output: a PNG grid. Each cell is the face at the middle of
 //! the first held key of that viseme in the script's own speech (so timing and coarticulation are
 //! real), labelled with the viseme, its Rhubarb letter and the time in the video; visemes the
-//! script never uses are drawn from their target pose and labelled "unused". A last cell shows a
-//! blink.
+//! script never uses are drawn from their target pose and labelled "unused". The last cells show
+//! a half-closed and a closed blink. Faces are drawn at twice their rendered size.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,7 +20,11 @@ use crate::pipeline::{Prepared, RenderOptions, chunk_audio, open_cache, prepare,
 use crate::progress::{Clock, Progress};
 use crate::render::{FramePose, HeadPose};
 
-const CELL: u32 = 224;
+/// Each cell shows the face at twice its rendered size (so lids and lips can be judged pixel
+/// by pixel), within these bounds.
+const ZOOM: u32 = 2;
+const MIN_CELL: u32 = 224;
+const MAX_CELL: u32 = 640;
 const LABEL: u32 = 22;
 const COLUMNS: u32 = 4;
 /// Speech searched for visemes before the rest are drawn from their target poses.
@@ -29,6 +33,8 @@ const MAX_SEARCH_S: f64 = 120.0;
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PreviewReport {
     pub cells: usize,
+    /// Side of one cell in pixels (twice the face crop, within 224..=640).
+    pub cell_px: u32,
     /// Visemes found in the script's speech (the rest come from target poses).
     pub found_in_script: usize,
 }
@@ -74,6 +80,7 @@ pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Res
 
     let (w, h) = (look.rig.width(), look.rig.height());
     let crop = face_crop(&look.landmarks, w, h);
+    let cell = (ZOOM * crop[2]).clamp(MIN_CELL, MAX_CELL);
     let mut cells: Vec<(RgbImage, String)> = Vec::new();
     let mut frame = vec![0u8; (w * h * 3) as usize];
     let mut draw = |pose: FramePose| -> Result<RgbImage> {
@@ -81,7 +88,7 @@ pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Res
         let img = RgbImage::from_raw(w, h, frame.clone())
             .ok_or_else(|| Error::Usage("frame buffer size".into()))?;
         let face = crop_imm(&img, crop[0], crop[1], crop[2], crop[3]).to_image();
-        Ok(resize(&face, CELL, CELL, FilterType::Lanczos3))
+        Ok(resize(&face, cell, cell, FilterType::Lanczos3))
     };
     for v in Viseme::ALL {
         let sample = found.remove(&v).unwrap_or(Sample {
@@ -99,22 +106,24 @@ pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Res
         };
         cells.push((draw(pose)?, label));
     }
-    let blink = FramePose {
-        mouth: MouthPose::REST,
-        blink: 1.0,
-        head: HeadPose::default(),
-    };
-    cells.push((draw(blink)?, "blink".to_owned()));
+    for (blink, label) in [(0.5, "half blink"), (1.0, "blink")] {
+        let pose = FramePose {
+            mouth: MouthPose::REST,
+            blink,
+            head: HeadPose::default(),
+        };
+        cells.push((draw(pose)?, label.to_owned()));
+    }
 
     let rows = (cells.len() as u32).div_ceil(COLUMNS);
-    let mut sheet = RgbImage::from_pixel(COLUMNS * CELL, rows * (CELL + LABEL), Rgb([24, 24, 28]));
+    let mut sheet = RgbImage::from_pixel(COLUMNS * cell, rows * (cell + LABEL), Rgb([24, 24, 28]));
     for (i, (img, label)) in cells.iter().enumerate() {
         let (x, y) = (
-            (i as u32 % COLUMNS) * CELL,
-            (i as u32 / COLUMNS) * (CELL + LABEL),
+            (i as u32 % COLUMNS) * cell,
+            (i as u32 / COLUMNS) * (cell + LABEL),
         );
         image::imageops::replace(&mut sheet, img, i64::from(x), i64::from(y));
-        text(&mut sheet, x + 4, y + CELL + 3, label);
+        text(&mut sheet, x + 4, y + cell + 3, label);
     }
     let tmp = out.with_extension("png.partial");
     sheet
@@ -123,6 +132,7 @@ pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Res
     std::fs::rename(&tmp, out).map_err(Error::io(out))?;
     Ok(PreviewReport {
         cells: cells.len(),
+        cell_px: cell,
         found_in_script,
     })
 }

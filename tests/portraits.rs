@@ -114,9 +114,12 @@ fn preview_draws_a_labelled_sheet() {
         .unwrap();
     assert_success(&o);
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(report["cells"], 16);
+    assert_eq!(report["cells"], 17);
     assert!(report["found_in_script"].as_u64().unwrap() >= 4, "{report}");
+    let cell = report["cell_px"].as_u64().unwrap() as u32;
+    // Twice the face crop (about 1.3 × the landmarks' extent, ≈ 140 px on the example).
+    assert!((224..=330).contains(&cell), "{report}");
     let img = image::open(&sheet).unwrap();
-    assert_eq!(img.width(), 4 * 224);
+    assert_eq!(img.width(), 4 * cell);
     assert!(!dir.path().join("sheet.png.partial").exists());
 }

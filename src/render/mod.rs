@@ -176,8 +176,8 @@ impl FaceRig {
         let lm: [P; 68] = *landmarks;
         let mouth = mouth::MouthRig::new(&base, &lm);
         let eyes = [
-            eyes::EyeRig::new(&lm, 36, lm[19]),
-            eyes::EyeRig::new(&lm, 42, lm[24]),
+            eyes::EyeRig::new(&base, &lm, 36, lm[19]),
+            eyes::EyeRig::new(&base, &lm, 42, lm[24]),
         ];
         let head = head::HeadRig::new(base.width, base.height, &lm);
         Ok(FaceRig {

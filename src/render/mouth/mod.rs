@@ -8,8 +8,8 @@
 //!   mouth, unit W = half the mouth width), so any face size and tilt behaves alike.
 //! - The pose sets new inner lip edges; above them the upper lip moves (fading out at the
 //!   nose base), below them the lower lip moves with its own profile and the jaw/chin drops
-//!   as a body (fading out below the chin and towards the jaw's sides); the width scales
-//!   around the mouth, fading out over the cheeks. All fades are smoothsteps reaching exactly
+//!   as a body (fading out below the chin and towards the jaw's sides); the lips' width scales
+//!   about the mouth's middle, fading out over the cheeks before the nose and the chin. All fades are smoothsteps reaching exactly
 //!   0, so there is no box and no seam.
 //! - The lips always map to lips: the new inner edges sample the portrait's lips slightly
 //!   inside their edges, whose opening is taken from outer corner to outer corner, so a
@@ -21,7 +21,7 @@ mod colours;
 mod interior;
 
 use super::geometry::{Curve, Frame, P, mean, smoothstep};
-use super::sample::{Rgb, mix};
+use super::sample::{Rgb, mix, mul};
 use crate::lipsync::MouthPose;
 use colours::Colours;
 
@@ -46,6 +46,7 @@ pub(crate) struct MouthRig {
     up_in: Curve,
     lo_in: Curve,
     lo_thick: Curve,
+    up_thick: Curve,
     /// Source inner-lip gap (≥ 0).
     gap0: Curve,
     /// How far inside the lips the new inner edges sample.
@@ -97,6 +98,8 @@ pub(crate) struct MouthFrame {
     /// Height of the tongue tip in front of the teeth, as a fraction of the opening.
     tongue_tip: f32,
     open_extent: (f32, f32),
+    /// 0..1 rounding: pushed-forward lips roll their inner edges into shadow.
+    round: f32,
 }
 
 impl MouthRig {
@@ -156,6 +159,7 @@ impl MouthRig {
             up_in,
             lo_in,
             lo_thick,
+            up_thick,
             gap0,
             inset,
             s_left,
@@ -196,7 +200,8 @@ impl MouthRig {
     pub fn frame(&self, pose: &MouthPose) -> MouthFrame {
         let p = pose.clamped();
         let w = self.w;
-        let k = 1.0 + 0.12 * p.width.max(0.0) + 0.25 * p.width.min(0.0);
+        // Rounded lips pucker to about 72 % of the rest width, spread lips reach about 118 %.
+        let k = 1.0 + 0.18 * p.width.max(0.0) + 0.28 * p.width.min(0.0);
         let round_in = 1.0 - 0.3 * p.round;
         let (el, er) = (-self.s_left * round_in, self.s_right * round_in);
         // Opening profile 1 - |t|^n: a lens, fuller when rounded, with a finite slope at the
@@ -245,6 +250,7 @@ impl MouthRig {
             tongue: p.tongue,
             tongue_tip: 0.6 * smoothstep(0.5, 1.0, p.tongue),
             open_extent: (el, er),
+            round: p.round,
         }
     }
 
@@ -257,11 +263,36 @@ impl MouthRig {
             return Some(self.interior(f, img, at.local, at.s, y - at.top, at.bot - at.top));
         }
         let lip = self.clean_lip(&at, img, img.bilinear(at.src[0], at.src[1]));
+        let lip = self.pout(f, &at, lip);
         if at.cover <= 0.0 {
             return Some(lip);
         }
         let hole = self.interior(f, img, at.local, at.s, y - at.top, at.bot - at.top);
         Some(mix(lip, hole, at.cover))
+    }
+
+    /// Rounded lips are pushed forward: their inner edges turn away from the light, so the lip
+    /// darkens towards the opening (most in the middle, none at the corners or on the skin).
+    #[inline]
+    fn pout(&self, f: &MouthFrame, at: &Located, c: [f32; 3]) -> [f32; 3] {
+        if f.round <= 0.0 || at.s <= self.s_left || at.s >= self.s_right {
+            return c;
+        }
+        let y = at.local[1];
+        let e = if y < 0.5 * (at.top + at.bot) {
+            at.top - y
+        } else {
+            y - at.bot
+        };
+        let band = 0.2 * self.w + 0.5;
+        let edge = if at.s < 0.0 {
+            -self.s_left
+        } else {
+            self.s_right
+        };
+        let along = 1.0 - smoothstep(0.5 * edge, edge, at.s.abs());
+        let k = 1.0 - 0.35 * f.round * along * (1.0 - smoothstep(0.0, band, e));
+        mul(c, k)
     }
 
     /// The backward map: where destination pixel `q` takes its lips/skin from, and how much
@@ -273,33 +304,52 @@ impl MouthRig {
             return None;
         }
         let w = self.w;
-        // Horizontal: scale the mouth width, fading out over the cheeks (faster upwards, so
-        // the nose stays put).
+        // Horizontal: the lips scale by `k` about the middle; beyond the corners the shift
+        // fades out over 0.9 W of cheek (slope under 0.6, so the map never folds), and
+        // vertically before the nose base and the chin, so the face's outline stays put.
         let dy = y - self.centre;
         let ry = if dy < 0.0 {
-            dy / (0.4 * w)
+            dy / (0.45 * w)
         } else {
-            dy / (1.1 * w)
+            dy / (0.75 * w)
         };
-        let rx = x / w;
-        let r = (rx * rx + ry * ry).sqrt();
-        let h = 1.0 - smoothstep(1.1, 1.9, r);
-        let xs = x / (1.0 + (f.k - 1.0) * h);
+        let a = x.abs() / w;
+        let k = f.k;
+        let scaled = if a <= k {
+            a / k
+        } else {
+            a + (1.0 - k) * (1.0 - smoothstep(k, k + 0.9, a))
+        };
+        let v = 1.0 - smoothstep(0.7, 1.5, ry.abs());
+        let xs = x.signum() * w * (a + (scaled - a) * v);
         let s = xs / w;
         let ud = f.ud.at(s);
         let ld = f.ld.at(s);
         // Above the lip line the upper lip moves, fading out at the nose base; below it the
         // lower lip moves with its own profile near the lip, with the jaw further down, fading
         // out below the chin and towards the jaw's sides.
+        // Rounded lips are pushed forward and look fuller: each lip's outer edge moves out by
+        // up to 30 % of its thickness (the lip is stretched, the skin beyond it shifted).
+        let pout = 0.3 * f.round;
         let ys = if y <= 0.5 * (ud + ld) {
-            y - f.du.at(s) * smoothstep(self.nose, ud, y)
+            let thick = self.up_thick.at(s).max(0.5);
+            let outer = ud - thick;
+            let fuller = pout
+                * thick
+                * if y <= outer {
+                    smoothstep(self.nose, outer, y)
+                } else {
+                    1.0 - smoothstep(outer, ud, y)
+                };
+            y - f.du.at(s) * smoothstep(self.nose, ud, y) + fuller
         } else {
             let beta = smoothstep(ld, ld + 0.8 * w, y);
             let lat = 1.0 - smoothstep(0.9 * w, 2.0 * w, xs.abs());
             let gamma = 1.0 - smoothstep(self.chin - 0.2 * w, self.chin + w, y);
             let shift = (f.dl.at(s) + (f.jaw * lat - f.dl.at(s)) * beta) * gamma;
             let thick = self.lo_thick.at(s).max(0.5);
-            y - shift + f.tuck.at(s) * smoothstep(ld, ld + thick, y) * gamma
+            let tuck = f.tuck.at(s) - pout * thick;
+            y - shift + tuck * smoothstep(ld, ld + thick, y) * gamma
         };
         // The opening between the new edges; closed lips keep a thin dark seam (a minimum
         // opening that fades out at the corners) instead of a hard line.
