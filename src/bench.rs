@@ -131,7 +131,7 @@ fn stages_alone(opts: &RenderOptions, dir: &Path) -> Result<(Value, Look)> {
         look,
         plan,
         ..
-    } = prepare(opts, &NoProgress, &clock)?;
+    } = prepare(opts, &NoProgress, &clock, &AtomicBool::new(false))?;
     let t = Instant::now();
     engine.synthesize(&[&plan.utterances[0]])?;
     let load = t.elapsed().as_secs_f64();
@@ -289,6 +289,7 @@ fn tts_comparison(opts: &BenchOptions) -> Result<Value> {
         single.identity(),
         &phonemizer,
         &Clock::default(),
+        &AtomicBool::new(false),
     )?;
     let phonemize_s = t.elapsed().as_secs_f64();
     let utterances: Vec<_> = plan.utterances.iter().collect();

@@ -9,6 +9,8 @@ pub mod chunk;
 pub mod error;
 pub mod face;
 pub mod gpu;
+#[cfg(feature = "render")]
+pub mod guard;
 pub mod lipsync;
 #[cfg(feature = "render")]
 pub mod look;

@@ -22,6 +22,7 @@ use crate::cache::{Cache, Key};
 use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Portrait};
+use crate::guard;
 use crate::look::{self, Framing, LookOptions};
 use crate::media::{self, Chapter, Cue, OutputMeta, VideoSettings};
 use crate::phonemize::Phonemizer;
@@ -37,6 +38,8 @@ use crate::voice::VoiceFiles;
 /// The first window is one chunk and, when batching, each next one doubles, so the workers start
 /// early; without batching every window is one chunk.
 const SPEECH_WINDOW: usize = 32;
+/// How often a render's threads look at the signal flag.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// Chunks waiting between the speech thread and the workers.
 const CHANNEL_CAPACITY: usize = 2;
 
@@ -140,27 +143,6 @@ pub fn open_cache(
     }
 }
 
-/// Checks the output path before any work, so a typo fails in milliseconds, not after an hour.
-fn check_output(output: &Path) -> Result<()> {
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(Error::Usage(format!(
-            "output directory {} does not exist; create it or choose another -o path",
-            parent.display()
-        )));
-    }
-    if output.is_dir() {
-        return Err(Error::Usage(format!(
-            "output {} is a directory; give a file name such as talk.mp4",
-            output.display()
-        )));
-    }
-    Ok(())
-}
-
 /// Everything a render needs before any audio or frame exists.
 pub struct Prepared {
     pub script: Script,
@@ -171,8 +153,15 @@ pub struct Prepared {
 
 /// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
 /// checks first, so bad input fails in milliseconds.
-pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> Result<Prepared> {
+pub fn prepare(
+    opts: &RenderOptions,
+    progress: &dyn Progress,
+    clock: &Clock,
+    cancel: &AtomicBool,
+) -> Result<Prepared> {
     let t = Instant::now();
+    guard::regular_input(&opts.script, "script")?;
+    guard::regular_input(&opts.portrait, "portrait")?;
     let script = Script::load(&opts.script)?;
     let voice_name = opts
         .voice
@@ -180,6 +169,15 @@ pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> 
         .or_else(|| script.voice.clone())
         .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
     let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
+    guard::check_output(
+        &opts.output,
+        &[
+            ("script", &opts.script),
+            ("portrait", &opts.portrait),
+            ("voice model", &voice.model),
+            ("voice config", &voice.config),
+        ],
+    )?;
     let engine = SpeechEngine::new(SpeechOptions {
         voice,
         onnxruntime: opts.assets.onnxruntime_library()?,
@@ -227,8 +225,56 @@ pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> 
         still: opts.still,
         seed: opts.seed,
     };
+    // The portrait's own shape at the requested size's longest side, to tell a frame whose
+    // shape crops the face away from a face that is too small at this size.
+    let (pw, ph) = (portrait.image.width(), portrait.image.height());
+    let side = size.0.max(size.1);
+    let default = if pw >= ph {
+        (
+            side,
+            (u64::from(side) * u64::from(ph) / u64::from(pw)) as u32,
+        )
+    } else {
+        (
+            (u64::from(side) * u64::from(pw) / u64::from(ph)) as u32,
+            side,
+        )
+    };
+    let default = (default.0.max(64) & !1, default.1.max(64) & !1);
+    let suggest = look::default_size(pw, ph);
     let (look, look_key) =
-        look::prepare(&portrait.image, &analysis.face.landmarks, &look_opts, video)?;
+        look::prepare(&portrait.image, &analysis.face.landmarks, &look_opts, video.clone())
+            .map_err(|e| {
+                // A frame whose shape crops the face away is the size's fault, not the face's.
+                let fits = LookOptions {
+                    size: default,
+                    ..look_opts
+                };
+                let own = VideoSettings {
+                    width: default.0,
+                    height: default.1,
+                    ..video
+                };
+                match e {
+                    Error::Rig(_)
+                        if size != default
+                            && look::prepare(&portrait.image, &analysis.face.landmarks, &fits, own)
+                                .is_ok() =>
+                    {
+                        Error::Usage(format!(
+                            "a {}x{} frame crops the face out of portrait {} ({}x{} px); choose a --size (or script \"size\") closer to the portrait's shape, such as {}x{}",
+                            size.0,
+                            size.1,
+                            opts.portrait.display(),
+                            pw,
+                            ph,
+                            suggest.0,
+                            suggest.1
+                        ))
+                    }
+                    e => e,
+                }
+            })?;
     drop(portrait);
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
@@ -243,6 +289,7 @@ pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> 
         engine.identity(),
         &Phonemizer::global()?,
         clock,
+        cancel,
     )?;
     plan.assign_chunk_keys(&look_key);
     progress.event(Event::Finish {
@@ -263,13 +310,12 @@ pub fn render(
 ) -> Result<RenderReport> {
     let wall = Instant::now();
     let clock = Clock::default();
-    check_output(&opts.output)?;
     let Prepared {
         script,
         mut engine,
         look,
         plan,
-    } = prepare(opts, progress, &clock)?;
+    } = prepare(opts, progress, &clock, cancel)?;
     let (fps, size) = (look.video.fps, (look.video.width, look.video.height));
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
@@ -488,8 +534,16 @@ fn run_threads(
         errors.lock().expect("error list").push(e);
     };
     let workers = shared.workers.min(todo.len()).max(1);
+    let joined = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
+        // A signal reaches every thread within a poll, even one blocked on a full channel or
+        // in the middle of a chunk.
+        scope.spawn(|| {
+            while !joined.load(Ordering::Relaxed) && !shared.stopped() {
+                std::thread::sleep(CANCEL_POLL);
+            }
+        });
         let speech = std::thread::Builder::new()
             .name("speech".into())
             .spawn_scoped(scope, || {
@@ -528,6 +582,7 @@ fn run_threads(
                 fail(Error::ThreadLost("a render thread panicked".into()));
             }
         }
+        joined.store(true, Ordering::Relaxed);
     });
     shared.progress.event(Event::Finish {
         stage: Stage::Speech,
@@ -641,6 +696,7 @@ fn speech_loop(
             shared.cache,
             shared.progress,
             shared.clock,
+            &shared.stop,
         )?;
         tracing::debug!(chunks = window.len(), "speech window ready");
         for &c in window {
@@ -661,7 +717,7 @@ fn speech_loop(
 }
 
 /// Speech for every utterance of `chunks`: from the phrase cache where it is, synthesised (and
-/// cached) where not. Cache failures only cost speed.
+/// cached) where not. Cache failures only cost speed. Returns `Cancelled` soon after `stop` is set.
 pub fn speak(
     plan: &Plan,
     chunks: &[usize],
@@ -669,6 +725,7 @@ pub fn speak(
     cache: &Cache,
     progress: &dyn Progress,
     clock: &Clock,
+    stop: &AtomicBool,
 ) -> Result<HashMap<Key, Speech>> {
     let utterances = || {
         chunks
@@ -689,12 +746,17 @@ pub fn speak(
             missing.push(u);
         }
     }
-    if !missing.is_empty() {
+    // Without batching, one utterance per call, so a stop is seen between sentences.
+    let per_call = if engine.batches() { missing.len() } else { 1 };
+    for group in missing.chunks(per_call.max(1)) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
         let t = Instant::now();
-        let utts: Vec<_> = missing.iter().map(|&u| &plan.utterances[u]).collect();
+        let utts: Vec<_> = group.iter().map(|&u| &plan.utterances[u]).collect();
         let out = engine.synthesize(&utts)?;
         clock.add(Stage::Speech, t.elapsed());
-        for (&u, speech) in missing.iter().zip(out) {
+        for (&u, speech) in group.iter().zip(out) {
             let key = plan.utterances[u].key;
             if let Err(e) = cache.put_phrase(key, &speech) {
                 progress.event(Event::Warning {

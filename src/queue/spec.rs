@@ -20,7 +20,7 @@ use crate::assets::Assets;
 use crate::look::Framing;
 use crate::media::X264_PRESETS;
 use crate::pipeline::{CacheLocation, RenderOptions};
-use crate::script::{Script, did_you_mean, kind};
+use crate::script::{Script, did_you_mean, kind, read_input};
 use crate::tts::batch::BatchLimits;
 
 /// Specs are a few hundred bytes; anything this large is not one.
@@ -129,17 +129,7 @@ impl JobSpec {
             at: String::new(),
             message,
         };
-        let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read it: {e}")))?;
-        if meta.is_dir() {
-            return Err(err("is a directory; give a job spec .json file".into()));
-        }
-        if meta.len() > MAX_SPEC_BYTES {
-            return Err(err(format!(
-                "is {} bytes; a job spec is a small JSON object (at most 1 MiB)",
-                meta.len()
-            )));
-        }
-        let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+        let bytes = read_input(path, MAX_SPEC_BYTES).map_err(|e| err(e.to_string()))?;
         let text = String::from_utf8(bytes).map_err(|e| {
             err(format!(
                 "is not UTF-8 text (invalid byte at offset {}); save it as UTF-8",
@@ -154,6 +144,7 @@ impl JobSpec {
 
     /// Parses spec text; errors carry an empty `file` that [`JobSpec::load`] fills in.
     pub fn parse(text: &str) -> Result<JobSpec, SpecError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let to_err = |(at, message): Fail| SpecError {
             file: PathBuf::new(),
             at,
@@ -420,7 +411,9 @@ impl Job {
         Script::load(&script).map_err(|e| err("script", e.to_string()))?;
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
-        confine(&root, &spec.output).map_err(|m| err("output", m))?;
+        let confined = confine(&root, &spec.output).map_err(|m| err("output", m))?;
+        crate::guard::check_output_file(&confined, &[("script", &script), ("portrait", &portrait)])
+            .map_err(|e| err("output", e.to_string()))?;
         let output: PathBuf = spec
             .output
             .components()
