@@ -43,7 +43,7 @@ pub enum Error {
     #[error("phonemizer: {0}")]
     Phonemize(#[from] PhonemizeError),
     #[cfg(feature = "render")]
-    #[error("video: {0}")]
+    #[error("{}", media_message(.0))]
     Media(#[from] MediaError),
     #[error("cache: {0}")]
     Cache(#[from] CacheError),
@@ -130,17 +130,39 @@ impl Error {
 /// `path: cause`, except that a full disk names the device rather than the file that hit it.
 fn io_message(path: &std::path::Path, source: &std::io::Error) -> String {
     if source.kind() == std::io::ErrorKind::StorageFull {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(path);
-        format!(
-            "no space left on the device holding {} (writing {}); free some space or choose another directory",
-            dir.display(),
-            path.display()
-        )
+        full_disk(path)
     } else {
         format!("{}: {source}", path.display())
+    }
+}
+
+/// What to say when writing `path` found its disk full: the place to free, not a cache key.
+fn full_disk(path: &std::path::Path) -> String {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(path);
+    format!(
+        "no space left on the device holding {}; free some space there or point the cache (--cache) or output (-o) elsewhere",
+        dir.display()
+    )
+}
+
+#[cfg(feature = "render")]
+fn media_message(e: &MediaError) -> String {
+    let full = match e {
+        MediaError::Ffmpeg { path, source, .. } => {
+            matches!(source, ffmpeg_next::Error::Other { errno } if *errno == libc::ENOSPC)
+                .then_some(path)
+        }
+        MediaError::Io { path, source, .. } => {
+            (source.kind() == std::io::ErrorKind::StorageFull).then_some(path)
+        }
+        _ => None,
+    };
+    match full {
+        Some(path) => full_disk(path),
+        None => format!("video: {e}"),
     }
 }
 

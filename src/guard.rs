@@ -31,12 +31,15 @@ fn describe(t: FileType) -> &'static str {
     }
 }
 
-/// An input (`what` is "script", "portrait", ...) that exists and is a regular file. `stat` does
-/// not open the file, so a FIFO is refused without blocking.
-pub fn regular_input(path: &Path, what: &str) -> Result<Metadata> {
-    let meta = std::fs::metadata(path).map_err(Error::io(path))?;
+/// Refuses an input (`what` is "script", "portrait", ...) that is not a regular file. `stat` does
+/// not open the file, so a FIFO is refused without blocking; a missing or unreadable file is left
+/// to the input's own reader, which says what it expected there.
+pub fn regular_input(path: &Path, what: &str) -> Result<()> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
     if meta.is_file() {
-        return Ok(meta);
+        return Ok(());
     }
     let hint = if meta.is_dir() {
         format!("give the path of a {what} file inside it")

@@ -571,10 +571,18 @@ fn poisoned_job(backend: Backend) {
     let env = Env::new(backend);
     let script = write_script(env.path(), "short.json", SHORT);
     let portrait = repo("examples/portrait.png");
-    let bad = env.path().join("bad.png");
-    std::fs::write(&bad, b"this is not an image").unwrap();
+    // Bad input fails at once (see tests/guards.rs); a folder that cannot be created is retried,
+    // since whoever put a file in its place may remove it.
+    std::fs::create_dir_all(&env.out).unwrap();
+    std::fs::write(env.out.join("blocked"), b"a file where a folder should be").unwrap();
     let seed = run_seed();
-    let mut specs = vec![env.spec("poison.json", &script, &bad, "poison.mp4", seed)];
+    let mut specs = vec![env.spec(
+        "poison.json",
+        &script,
+        &portrait,
+        "blocked/poison.mp4",
+        seed,
+    )];
     for i in 0..3 {
         specs.push(env.spec(
             &format!("good{i}.json"),
@@ -637,7 +645,7 @@ fn poisoned_job(backend: Backend) {
     assert_eq!(poison["state"], "failed");
     assert_eq!(poison["attempts"], 3);
     assert!(
-        poison["last_error"].as_str().unwrap().contains("bad.png"),
+        poison["last_error"].as_str().unwrap().contains("blocked"),
         "{poison}"
     );
     let outcomes: Vec<&str> = poison["attempts_log"]
@@ -654,10 +662,10 @@ fn poisoned_job(backend: Backend) {
     assert_success(&human);
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
-        text.contains("failed") && text.contains("error: ") && text.contains("bad.png"),
+        text.contains("failed") && text.contains("error: ") && text.contains("blocked"),
         "{text}"
     );
-    assert!(!env.out.join("poison.mp4").exists());
+    assert!(env.out.join("blocked").is_file());
 
     // The user fixes nothing but asks again: retry resets the attempts.
     assert_success(&env.run("retry", &[&ids[0].to_string()]));
@@ -1144,9 +1152,16 @@ fn batch_renders_only_what_changed() {
     let b = env.out.canonicalize().unwrap().join("b.mp4");
     assert_eq!(v["jobs"][0]["output"], s(&b));
 
-    let bad = env.path().join("bad.png");
-    std::fs::write(&bad, b"not an image").unwrap();
-    let poison = env.spec("spec-poison.json", &script_a, &bad, "poison.mp4", seed);
+    // A portrait that is not an image is refused at enqueue (exit 2); a job that fails when it
+    // runs (a file where its output folder should be) makes the batch exit 1.
+    std::fs::write(env.out.join("blocked"), b"not a folder").unwrap();
+    let poison = env.spec(
+        "spec-poison.json",
+        &script_a,
+        &portrait,
+        "blocked/poison.mp4",
+        seed,
+    );
     std::fs::rename(&poison, jobs.join("poison.json")).unwrap();
     let o = batch(&["--max-attempts", "1"]);
     assert_eq!(
