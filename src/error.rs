@@ -52,7 +52,7 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cancelled")]
+    #[error("interrupted (SIGINT/SIGTERM); nothing was written")]
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
     ThreadLost(String),
