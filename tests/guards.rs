@@ -322,7 +322,10 @@ fn errors_and_warnings_are_printed_once_and_plainly() {
     let cache = d.join("c2");
     damage(&cache);
     let mut c = render(d, &script, &portrait(), &out);
-    c.env("TALKER_CACHE", &cache).arg("--json");
+    // At debug level ONNX Runtime's own log lines come too: as JSON events like the rest.
+    c.env("TALKER_CACHE", &cache)
+        .env("RUST_LOG", "debug")
+        .arg("--json");
     let o = run_within(c, Duration::from_secs(300));
     assert_success(&o);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -333,6 +336,12 @@ fn errors_and_warnings_are_printed_once_and_plainly() {
     assert!(
         events.iter().any(|e| e["event"] == "warning"),
         "the warning is an event: {err}"
+    );
+    assert!(
+        events.iter().any(|e| e["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("onnxruntime: "))),
+        "ONNX Runtime logs through the same events: {err}"
     );
 }
 
