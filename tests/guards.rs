@@ -193,6 +193,14 @@ fn inputs_must_be_regular_files_and_small_enough() {
         .args(["--out-root", s(&d.join("out"))])
         .arg(&spec);
     assert_success(&run_within(c, Duration::from_secs(60)));
+    // Job specs are read the same way: a device or a FIFO is refused without blocking.
+    for bad in [Path::new("/dev/zero"), fifo.as_path()] {
+        let mut c = talker(d);
+        c.args(["enqueue", "--queue", s(&d.join("q.sqlite"))])
+            .args(["--out-root", s(&d.join("out"))])
+            .arg(bad);
+        refused(c, "not a regular file");
+    }
 }
 
 #[test]

@@ -451,8 +451,20 @@ impl Job {
         canonical.priority = 0;
         let json = serde_json::to_vec(&canonical).expect("a job serialises");
         field("job", &json);
-        field("script", &std::fs::read(&self.script)?);
-        field("portrait", &std::fs::read(&self.portrait)?);
+        // Streamed, in the same layout (name, length, bytes): a portrait file may be large.
+        for (name, path) in [("script", &self.script), ("portrait", &self.portrait)] {
+            let file = std::fs::File::open(path)?;
+            let len = file.metadata()?.len();
+            h.update(name.as_bytes());
+            h.update(len.to_le_bytes());
+            let copied = std::io::copy(&mut std::io::Read::take(file, len), &mut h)?;
+            if copied != len {
+                return Err(std::io::Error::other(format!(
+                    "{} changed while it was read",
+                    path.display()
+                )));
+            }
+        }
         Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 
