@@ -21,7 +21,7 @@ use crate::assets::{Assets, DEFAULT_VOICE};
 use crate::cache::{Cache, Key};
 use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
-use crate::face::{FaceModels, Portrait};
+use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
 use crate::look::{self, Framing, LookOptions};
 use crate::media::{self, Chapter, Cue, OutputMeta, VideoSettings};
@@ -225,56 +225,13 @@ pub fn prepare(
         still: opts.still,
         seed: opts.seed,
     };
-    // The portrait's own shape at the requested size's longest side, to tell a frame whose
-    // shape crops the face away from a face that is too small at this size.
-    let (pw, ph) = (portrait.image.width(), portrait.image.height());
-    let side = size.0.max(size.1);
-    let default = if pw >= ph {
-        (
-            side,
-            (u64::from(side) * u64::from(ph) / u64::from(pw)) as u32,
-        )
-    } else {
-        (
-            (u64::from(side) * u64::from(pw) / u64::from(ph)) as u32,
-            side,
-        )
-    };
-    let default = (default.0.max(64) & !1, default.1.max(64) & !1);
-    let suggest = look::default_size(pw, ph);
-    let (look, look_key) =
-        look::prepare(&portrait.image, &analysis.face.landmarks, &look_opts, video.clone())
-            .map_err(|e| {
-                // A frame whose shape crops the face away is the size's fault, not the face's.
-                let fits = LookOptions {
-                    size: default,
-                    ..look_opts
-                };
-                let own = VideoSettings {
-                    width: default.0,
-                    height: default.1,
-                    ..video
-                };
-                match e {
-                    Error::Rig(_)
-                        if size != default
-                            && look::prepare(&portrait.image, &analysis.face.landmarks, &fits, own)
-                                .is_ok() =>
-                    {
-                        Error::Usage(format!(
-                            "a {}x{} frame crops the face out of portrait {} ({}x{} px); choose a --size (or script \"size\") closer to the portrait's shape, such as {}x{}",
-                            size.0,
-                            size.1,
-                            opts.portrait.display(),
-                            pw,
-                            ph,
-                            suggest.0,
-                            suggest.1
-                        ))
-                    }
-                    e => e,
-                }
-            })?;
+    let (look, look_key) = look::prepare(
+        &portrait.image,
+        &analysis.face.landmarks,
+        &look_opts,
+        video.clone(),
+    )
+    .map_err(|e| blame_the_size(e, &portrait, &analysis.face.landmarks, &look_opts, video))?;
     drop(portrait);
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
@@ -301,6 +258,50 @@ pub fn prepare(
         look,
         plan,
     })
+}
+
+/// A frame whose shape crops the face away is the size's fault, not the face's: when the portrait
+/// works at its own shape and the requested size's longest side, the error says so.
+fn blame_the_size(
+    e: Error,
+    portrait: &Portrait,
+    landmarks: &Landmarks,
+    asked: &LookOptions,
+    video: VideoSettings,
+) -> Error {
+    if !matches!(e, Error::Rig(_)) {
+        return e;
+    }
+    let (pw, ph) = (
+        u64::from(portrait.image.width()),
+        u64::from(portrait.image.height()),
+    );
+    let (w, h) = asked.size;
+    let side = u64::from(w.max(h));
+    let even = |v: u64| (v.max(64) as u32) & !1;
+    let own = (even(side * pw / pw.max(ph)), even(side * ph / pw.max(ph)));
+    if own == asked.size {
+        return e;
+    }
+    let fits = LookOptions {
+        size: own,
+        ..*asked
+    };
+    let video = VideoSettings {
+        width: own.0,
+        height: own.1,
+        ..video
+    };
+    if look::prepare(&portrait.image, landmarks, &fits, video).is_err() {
+        return e;
+    }
+    let suggest = look::default_size(pw as u32, ph as u32);
+    Error::Usage(format!(
+        "a {w}x{h} frame crops the face out of portrait {} ({pw}x{ph} px); choose a --size (or script \"size\") closer to the portrait's shape, such as {}x{}",
+        portrait.path.display(),
+        suggest.0,
+        suggest.1
+    ))
 }
 
 pub fn render(
