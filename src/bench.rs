@@ -140,7 +140,7 @@ fn stages_alone(
         look,
         plan,
         ..
-    } = prepare(opts, service, &NoProgress, &clock)?;
+    } = prepare(opts, service, &NoProgress, &clock, &AtomicBool::new(false))?;
     let t = Instant::now();
     engine.synthesize(&[&plan.utterances[0]])?;
     let load = t.elapsed().as_secs_f64();
@@ -306,6 +306,7 @@ fn tts_comparison(opts: &BenchOptions) -> Result<Value> {
         single.identity(),
         &phonemizer,
         &Clock::default(),
+        &AtomicBool::new(false),
     )?;
     let phonemize_s = t.elapsed().as_secs_f64();
     let utterances: Vec<_> = plan.utterances.iter().collect();

@@ -39,16 +39,16 @@ pub enum Error {
     #[error("phonemizer: {0}")]
     Phonemize(#[from] PhonemizeError),
     #[cfg(feature = "render")]
-    #[error("video: {0}")]
+    #[error("{}", media_message(.0))]
     Media(#[from] MediaError),
     #[error("cache: {0}")]
     Cache(#[from] CacheError),
-    #[error("{path}: {source}")]
+    #[error("{}", io_message(path, source))]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cancelled")]
+    #[error("interrupted (SIGINT/SIGTERM); nothing was written")]
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
     ThreadLost(String),
@@ -98,9 +98,63 @@ impl Error {
         }
     }
 
+    /// The message, then each cause that says something new: a cause whose text an earlier line
+    /// already holds (a wrapper that prints its source) is left out, so nothing is said twice.
+    pub fn chain(&self) -> Vec<String> {
+        let mut lines = vec![self.to_string()];
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !lines.iter().any(|l| l.contains(&text)) {
+                lines.push(text);
+            }
+            source = s.source();
+        }
+        lines
+    }
+
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { path, source }
+    }
+}
+
+/// `path: cause`, except that a full disk names the device rather than the file that hit it.
+fn io_message(path: &std::path::Path, source: &std::io::Error) -> String {
+    if source.kind() == std::io::ErrorKind::StorageFull {
+        full_disk(path)
+    } else {
+        format!("{}: {source}", path.display())
+    }
+}
+
+/// What to say when writing `path` found its disk full: the place to free, not a cache key.
+fn full_disk(path: &std::path::Path) -> String {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(path);
+    format!(
+        "no space left on the device holding {}; free some space there or point the cache (--cache) or output (-o) elsewhere",
+        dir.display()
+    )
+}
+
+#[cfg(feature = "render")]
+fn media_message(e: &MediaError) -> String {
+    let full = match e {
+        MediaError::Ffmpeg { path, source, .. } => {
+            matches!(source, ffmpeg_next::Error::Other { errno } if *errno == libc::ENOSPC)
+                .then_some(path)
+        }
+        MediaError::Io { path, source, .. } => {
+            (source.kind() == std::io::ErrorKind::StorageFull).then_some(path)
+        }
+        _ => None,
+    };
+    match full {
+        Some(path) => full_disk(path),
+        None => format!("video: {e}"),
     }
 }
 
@@ -144,6 +198,30 @@ mod tests {
             .exit_code(),
             1
         );
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let e = Error::Script(ScriptError {
+            file: "s.json".into(),
+            at: "title".into(),
+            message: "bad".into(),
+        });
+        assert_eq!(e.chain(), ["s.json: title: bad"]);
+        let e = Error::Io {
+            path: "/x/out.mp4".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let chain = e.chain();
+        assert!(
+            chain[0].starts_with("no space left on the device holding /x"),
+            "{chain:?}"
+        );
+        let e = Error::Io {
+            path: "/x/out.mp4".into(),
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        };
+        assert_eq!(e.chain().len(), 1, "{:?}", e.chain());
     }
 
     #[cfg(feature = "render")]

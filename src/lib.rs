@@ -8,6 +8,8 @@ pub mod cache;
 pub mod chunk;
 pub mod error;
 pub mod face;
+#[cfg(feature = "render")]
+pub mod guard;
 pub mod lipsync;
 #[cfg(feature = "render")]
 pub mod look;

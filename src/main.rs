@@ -31,18 +31,23 @@ fn main() -> ExitCode {
         1 => "info,talker=debug",
         _ => "debug",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_timer(tracing_subscriber::fmt::time::uptime())
-        .init();
+    cli::ui::init_logging(filter, cli.global.json);
 
-    // SIGINT/SIGTERM ask the render to stop between frames; partial files are removed.
+    // SIGINT/SIGTERM ask a render (or a worker) to stop; partial files are removed. A second
+    // signal to a render ends it at once (130). Commands that never look at the flag keep the
+    // default action, so a signal always stops the process.
     let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register(signal, Arc::clone(&cancel));
+    if cli.command.watches_signals() {
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            if cli.command.renders() {
+                let _ = signal_hook::flag::register_conditional_shutdown(
+                    signal,
+                    130,
+                    Arc::clone(&cancel),
+                );
+            }
+            let _ = signal_hook::flag::register(signal, Arc::clone(&cancel));
+        }
     }
 
     let ui = Ui::new(cli.global.quiet, cli.global.json);
@@ -50,7 +55,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "render")]
         Command::Render(args) => cli::render_cmds::run_render(args, &cli.global, &ui, &cancel),
         #[cfg(feature = "render")]
-        Command::Preview(args) => cli::render_cmds::run_preview(args, &cli.global, &ui),
+        Command::Preview(args) => cli::render_cmds::run_preview(args, &cli.global, &ui, &cancel),
         #[cfg(feature = "render")]
         Command::Bench(args) => cli::render_cmds::run_bench(args, &cli.global),
         Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
@@ -72,15 +77,14 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let chain = e.chain();
             if cli.global.json {
-                let v = serde_json::json!({"event": "error", "message": e.to_string(), "exit_code": e.exit_code()});
+                let v = serde_json::json!({"event": "error", "message": chain.join(": "), "exit_code": e.exit_code()});
                 eprintln!("{v}");
             } else {
-                eprintln!("talker: {e}");
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    eprintln!("  caused by: {s}");
-                    source = s.source();
+                eprintln!("talker: {}", chain[0]);
+                for cause in &chain[1..] {
+                    eprintln!("  caused by: {cause}");
                 }
             }
             ExitCode::from(e.exit_code())

@@ -21,7 +21,8 @@ use crate::assets::{Assets, DEFAULT_VOICE};
 use crate::cache::{Cache, Key};
 use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
-use crate::face::{FaceModels, Portrait};
+use crate::face::{FaceModels, Landmarks, Portrait};
+use crate::guard;
 use crate::look::{self, Framing, LookOptions};
 use crate::media::{self, Chapter, Cue, OutputMeta, VideoSettings};
 use crate::phonemize::Phonemizer;
@@ -38,6 +39,8 @@ use crate::tts::voice::VoiceFiles;
 /// speech; cached ones count too), which bounds the audio held in memory. Without batching, speech
 /// runs one chunk ahead.
 const SPEECH_AHEAD: usize = 256;
+/// How often a render's threads look at the signal flag.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// Chunks waiting between the speech thread and the workers.
 const CHANNEL_CAPACITY: usize = 2;
 
@@ -147,27 +150,6 @@ pub fn open_cache(
     }
 }
 
-/// Checks the output path before any work, so a typo fails in milliseconds, not after an hour.
-fn check_output(output: &Path) -> Result<()> {
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(Error::Usage(format!(
-            "output directory {} does not exist; create it or choose another -o path",
-            parent.display()
-        )));
-    }
-    if output.is_dir() {
-        return Err(Error::Usage(format!(
-            "output {} is a directory; give a file name such as talk.mp4",
-            output.display()
-        )));
-    }
-    Ok(())
-}
-
 /// Everything a render needs before any audio or frame exists.
 pub struct Prepared {
     pub script: Script,
@@ -183,8 +165,11 @@ pub fn prepare(
     service: &SpeechService,
     progress: &dyn Progress,
     clock: &Clock,
+    cancel: &AtomicBool,
 ) -> Result<Prepared> {
     let t = Instant::now();
+    guard::regular_input(&opts.script, "script")?;
+    guard::regular_input(&opts.portrait, "portrait")?;
     let script = Script::load(&opts.script)?;
     let voice_name = opts
         .voice
@@ -192,6 +177,15 @@ pub fn prepare(
         .or_else(|| script.voice.clone())
         .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
     let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
+    guard::check_output(
+        &opts.output,
+        &[
+            ("script", &opts.script),
+            ("portrait", &opts.portrait),
+            ("voice model", &voice.model),
+            ("voice config", &voice.config),
+        ],
+    )?;
     let engine = SpeechEngine::new(
         service,
         SpeechOptions {
@@ -239,8 +233,13 @@ pub fn prepare(
         still: opts.still,
         seed: opts.seed,
     };
-    let (look, look_key) =
-        look::prepare(&portrait.image, &analysis.face.landmarks, &look_opts, video)?;
+    let (look, look_key) = look::prepare(
+        &portrait.image,
+        &analysis.face.landmarks,
+        &look_opts,
+        video.clone(),
+    )
+    .map_err(|e| blame_the_size(e, &portrait, &analysis.face.landmarks, &look_opts, video))?;
     drop(portrait);
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
@@ -255,6 +254,7 @@ pub fn prepare(
         engine.identity(),
         &Phonemizer::global()?,
         clock,
+        cancel,
     )?;
     plan.assign_chunk_keys(&look_key);
     progress.event(Event::Finish {
@@ -268,6 +268,50 @@ pub fn prepare(
     })
 }
 
+/// A frame whose shape crops the face away is the size's fault, not the face's: when the portrait
+/// works at its own shape and the requested size's longest side, the error says so.
+fn blame_the_size(
+    e: Error,
+    portrait: &Portrait,
+    landmarks: &Landmarks,
+    asked: &LookOptions,
+    video: VideoSettings,
+) -> Error {
+    if !matches!(e, Error::Rig(_)) {
+        return e;
+    }
+    let (pw, ph) = (
+        u64::from(portrait.image.width()),
+        u64::from(portrait.image.height()),
+    );
+    let (w, h) = asked.size;
+    let side = u64::from(w.max(h));
+    let even = |v: u64| (v.max(64) as u32) & !1;
+    let own = (even(side * pw / pw.max(ph)), even(side * ph / pw.max(ph)));
+    if own == asked.size {
+        return e;
+    }
+    let fits = LookOptions {
+        size: own,
+        ..*asked
+    };
+    let video = VideoSettings {
+        width: own.0,
+        height: own.1,
+        ..video
+    };
+    if look::prepare(&portrait.image, landmarks, &fits, video).is_err() {
+        return e;
+    }
+    let suggest = look::default_size(pw as u32, ph as u32);
+    Error::Usage(format!(
+        "a {w}x{h} frame crops the face out of portrait {} ({pw}x{ph} px); choose a --size (or script \"size\") closer to the portrait's shape, such as {}x{}",
+        portrait.path.display(),
+        suggest.0,
+        suggest.1
+    ))
+}
+
 /// Renders with the process's speech service (`service`, shared by every render it runs).
 pub fn render(
     opts: &RenderOptions,
@@ -277,13 +321,12 @@ pub fn render(
 ) -> Result<RenderReport> {
     let wall = Instant::now();
     let clock = Clock::default();
-    check_output(&opts.output)?;
     let Prepared {
         script,
         mut engine,
         look,
         plan,
-    } = prepare(opts, service, progress, &clock)?;
+    } = prepare(opts, service, progress, &clock, cancel)?;
     let (fps, size) = (look.video.fps, (look.video.width, look.video.height));
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
@@ -507,8 +550,16 @@ fn run_threads(
         errors.lock().expect("error list").push(e);
     };
     let workers = shared.workers.min(todo.len()).max(1);
+    let joined = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
+        // A signal reaches every thread within a poll, even one blocked on a full channel or
+        // in the middle of a chunk.
+        scope.spawn(|| {
+            while !joined.load(Ordering::Relaxed) && !shared.stopped() {
+                std::thread::sleep(CANCEL_POLL);
+            }
+        });
         let speech = std::thread::Builder::new()
             .name("speech".into())
             .spawn_scoped(scope, || {
@@ -552,6 +603,7 @@ fn run_threads(
                 fail(Error::ThreadLost("a render thread panicked".into()));
             }
         }
+        joined.store(true, Ordering::Relaxed);
     });
     shared.progress.event(Event::Finish {
         stage: Stage::Speech,
@@ -772,7 +824,7 @@ fn speech_loop(
 }
 
 /// Speech for every utterance of `chunks`: from the phrase cache where it is, synthesised (and
-/// cached) where not. Cache failures only cost speed.
+/// cached) where not. Cache failures only cost speed. Returns `Cancelled` soon after `stop` is set.
 pub fn speak(
     plan: &Plan,
     chunks: &[usize],
@@ -780,6 +832,7 @@ pub fn speak(
     cache: &Cache,
     progress: &dyn Progress,
     clock: &Clock,
+    stop: &AtomicBool,
 ) -> Result<HashMap<Key, Speech>> {
     let utterances = || {
         chunks
@@ -800,12 +853,17 @@ pub fn speak(
             missing.push(u);
         }
     }
-    if !missing.is_empty() {
+    // Without batching, one utterance per call, so a stop is seen between sentences.
+    let per_call = if engine.batches() { missing.len() } else { 1 };
+    for group in missing.chunks(per_call.max(1)) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
         let t = Instant::now();
-        let utts: Vec<_> = missing.iter().map(|&u| &plan.utterances[u]).collect();
+        let utts: Vec<_> = group.iter().map(|&u| &plan.utterances[u]).collect();
         let out = engine.synthesize(&utts)?;
         clock.add(Stage::Speech, t.elapsed());
-        for (&u, speech) in missing.iter().zip(out) {
+        for (&u, speech) in group.iter().zip(out) {
             let key = plan.utterances[u].key;
             if let Err(e) = cache.put_phrase(key, &speech) {
                 progress.event(Event::Warning {

@@ -9,10 +9,11 @@
 //! segment carries the segment's pause; the first chunk of the video a short lead-in.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::cache::{Key, KeyBuilder};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::phonemize::Phonemizer;
 use crate::progress::{Clock, Stage};
 use crate::script::Script;
@@ -23,6 +24,11 @@ use crate::tts::voice::{Kept, Scales, VoiceConfig};
 /// memory grows by about 20 MB per second of audio in one call, so this bounds the peak (about
 /// 7 s of speech, about 140 MB of activations) whatever the script holds.
 const MAX_SENTENCE_CHARS: usize = 110;
+/// Most phonemes (word spaces and punctuation included) in one voice-model call. Text is split
+/// before normalisation and again after it (numbers grow: "999999999999999" is 15 characters and
+/// over 100 spoken), and what espeak-ng returns is cut again at word boundaries, or inside a word
+/// that is longer by itself (a hash, 100,000 letters), so no call exceeds the bound above.
+const MAX_UTTERANCE_PHONEMES: usize = 120;
 /// Phoneme ids per chunk before a new chunk starts (about 20–30 s of speech).
 const CHUNK_ID_BUDGET: usize = 700;
 /// The video's first chunk is cut after about one sentence, so frames start while the rest of
@@ -86,6 +92,7 @@ impl Plan {
         id: &SpeechIdentity,
         phonemizer: &Phonemizer,
         clock: &Clock,
+        cancel: &AtomicBool,
     ) -> Result<Plan> {
         let mut plan = Plan {
             utterances: Vec::new(),
@@ -108,14 +115,23 @@ impl Plan {
                     .collect();
             clock.add(Stage::Text, t.elapsed());
             for (raw, normalized) in sentences {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(Error::Cancelled);
+                }
                 let start = plan.utterances.len();
-                let t = Instant::now();
-                let phonemized = phonemizer.phonemize(&voice.espeak_voice, &normalized)?;
-                clock.add(Stage::Phonemes, t.elapsed());
-                for (i, phonemes) in phonemized.into_iter().enumerate() {
-                    let (ids, kept) = voice.ids(&phonemes);
-                    let key = phrase_key(&normalized, i, &ids, id);
-                    plan.utterances.push(Utterance { ids, kept, key });
+                for piece in text::split_sentences(&normalized, MAX_SENTENCE_CHARS) {
+                    let t = Instant::now();
+                    let phonemized = phonemizer.phonemize(&voice.espeak_voice, &piece)?;
+                    clock.add(Stage::Phonemes, t.elapsed());
+                    for phonemes in phonemized {
+                        let parts = bounded(&phonemes, MAX_UTTERANCE_PHONEMES);
+                        for part in parts.into_iter().filter(|p| has_sound(p)) {
+                            let (ids, kept) = voice.ids(part);
+                            let index = plan.utterances.len() - start;
+                            let key = phrase_key(&normalized, index, &ids, id);
+                            plan.utterances.push(Utterance { ids, kept, key });
+                        }
+                    }
                 }
                 if plan.utterances.len() > start {
                     plan.sentences.push(Sentence {
@@ -204,6 +220,31 @@ impl Plan {
     }
 }
 
+/// `phonemes` in pieces of at most `max`, cut after a word space where one fits, else inside the
+/// word (a word longer than `max` by itself).
+fn bounded(phonemes: &[String], max: usize) -> Vec<&[String]> {
+    let mut pieces = Vec::new();
+    let mut rest = phonemes;
+    while rest.len() > max {
+        let cut = rest[..max]
+            .iter()
+            .rposition(|p| p == " ")
+            .filter(|&i| i > 0)
+            .map_or(max, |i| i + 1);
+        pieces.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    if !rest.is_empty() {
+        pieces.push(rest);
+    }
+    pieces
+}
+
+/// Whether a piece holds a phoneme, not only spaces and punctuation.
+fn has_sound(phonemes: &[String]) -> bool {
+    phonemes.iter().any(|p| p.chars().any(char::is_alphabetic))
+}
+
 /// Everything that changes the audio of one utterance.
 pub fn phrase_key(normalized: &str, index: usize, ids: &[i64], id: &SpeechIdentity) -> Key {
     let [noise, length, noise_w] = id.scales.to_bits();
@@ -235,6 +276,22 @@ mod tests {
             speaker: 0,
             engine: "onnxruntime/cpu/fp32".into(),
         }
+    }
+
+    #[test]
+    fn long_phoneme_runs_are_cut_at_spaces_then_inside_words() {
+        let p = |s: &str| -> Vec<String> { s.chars().map(String::from).collect() };
+        let joined = |v: Vec<&[String]>| -> Vec<String> { v.iter().map(|x| x.concat()).collect() };
+        assert_eq!(joined(bounded(&p("ab cd"), 5)), ["ab cd"]);
+        assert_eq!(joined(bounded(&p("ab cd ef"), 5)), ["ab ", "cd ef"]);
+        assert_eq!(
+            joined(bounded(&p("abcdefghijk"), 4)),
+            ["abcd", "efgh", "ijk"]
+        );
+        let long = p(&"a".repeat(10_000));
+        let pieces = bounded(&long, 120);
+        assert!(pieces.iter().all(|x| x.len() <= 120));
+        assert_eq!(pieces.iter().map(|x| x.len()).sum::<usize>(), 10_000);
     }
 
     #[test]

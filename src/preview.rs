@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use font8x8::UnicodeFonts;
 use image::imageops::{FilterType, crop_imm, resize};
@@ -45,7 +46,12 @@ struct Sample {
     at_s: Option<f64>,
 }
 
-pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Result<PreviewReport> {
+pub fn preview(
+    opts: &RenderOptions,
+    out: &Path,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<PreviewReport> {
     let clock = Clock::default();
     let service = crate::speech::SpeechService::start(&opts.speech)?;
     let Prepared {
@@ -53,7 +59,7 @@ pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Res
         look,
         plan,
         ..
-    } = prepare(opts, &service, progress, &clock)?;
+    } = prepare(opts, &service, progress, &clock, cancel)?;
     let (cache, _temp) = open_cache(&opts.cache, out, progress)?;
     let sr = plan.sample_rate;
     let quantum = frame_quantum(sr, look.video.fps);
@@ -61,10 +67,13 @@ pub fn preview(opts: &RenderOptions, out: &Path, progress: &dyn Progress) -> Res
     let mut found: HashMap<Viseme, Sample> = HashMap::new();
     let mut offset = 0u64;
     for c in 0..plan.chunks.len() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
         if found.len() == Viseme::ALL.len() || offset as f64 / f64::from(sr) > MAX_SEARCH_S {
             break;
         }
-        let speeches = speak(&plan, &[c], &mut engine, &cache, progress, &clock)?;
+        let speeches = speak(&plan, &[c], &mut engine, &cache, progress, &clock, cancel)?;
         let audio = chunk_audio(&plan, c, &speeches, quantum);
         let track = lipsync::plan(&audio.phones, sr);
         for key in track.keys().iter().filter(|k| k.kind == KeyKind::Shape) {

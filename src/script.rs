@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-/// Scripts larger than this are refused before parsing (a whole audiobook is a few MB).
-const MAX_SCRIPT_BYTES: u64 = 64 << 20;
+/// Scripts larger than this are refused before parsing: a ten-hour book is a few MB, and planning
+/// holds every sentence's phonemes, so this bounds its memory (documented in the README).
+pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
 const MAX_TEXT_CHARS: usize = 200_000;
 pub const DEFAULT_PAUSE_MS: u32 = 300;
 pub const DEFAULT_FPS: u32 = 25;
@@ -65,21 +66,7 @@ impl Script {
             at: String::new(),
             message,
         };
-        let meta =
-            std::fs::metadata(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
-        if meta.is_dir() {
-            return Err(fail(
-                "is a directory; give the path of a script .json file".into(),
-            ));
-        }
-        if meta.len() > MAX_SCRIPT_BYTES {
-            return Err(fail(format!(
-                "is {} bytes; split scripts larger than 64 MiB into several jobs",
-                meta.len()
-            )));
-        }
-        let bytes =
-            std::fs::read(path).map_err(|e| fail(format!("cannot read the script: {e}")))?;
+        let bytes = read_input(path, MAX_SCRIPT_BYTES).map_err(|e| fail(e.to_string()))?;
         let text = String::from_utf8(bytes).map_err(|e| {
             fail(format!(
                 "is not UTF-8 text (invalid byte at offset {}); save it as UTF-8",
@@ -94,6 +81,7 @@ impl Script {
 
     /// Parses script text; errors carry an empty `file` that [`Script::load`] fills in.
     pub fn parse(text: &str) -> Result<Script, ScriptError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let value: Value = serde_json::from_str(text).map_err(|e| ScriptError {
             file: PathBuf::new(),
             at: format!("line {}, column {}", e.line(), e.column()),
@@ -107,6 +95,49 @@ impl Script {
             (None, None) => unreachable!("the validator returns None only with an error"),
         }
     }
+}
+
+/// Why an input file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(
+        "is not a regular file (a FIFO, device or socket); save it to a file and give that path"
+    )]
+    NotRegular,
+    #[error("is a directory; give the path of a file inside it")]
+    Directory,
+    #[error("is larger than {} MiB; split it into several files", .0 >> 20)]
+    TooLarge(u64),
+}
+
+/// Reads a small input file whole: a regular file only (opened without blocking, so a FIFO is
+/// refused instead of waiting for a writer) and at most `max` bytes (read with a limit, so a file
+/// that grows, or lies about its size, cannot exhaust memory). Job specs use it too.
+pub(crate) fn read_input(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(ReadError::Directory);
+    }
+    if !meta.is_file() {
+        return Err(ReadError::NotRegular);
+    }
+    if meta.len() > max {
+        return Err(ReadError::TooLarge(max));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(ReadError::TooLarge(max));
+    }
+    Ok(bytes)
 }
 
 /// Walks the JSON value, remembering the first error.
@@ -167,6 +198,21 @@ impl Validator {
         Some(s.to_owned())
     }
 
+    /// A title or chapter name: it goes into the MP4's metadata, which holds no control characters.
+    fn label(&mut self, v: &Value, at: &str) -> Option<String> {
+        let s = self.string(v, at, 500)?;
+        if let Some((i, c)) = s.chars().enumerate().find(|(_, c)| c.is_control()) {
+            return self.fail(
+                at,
+                format!(
+                    "contains the control character U+{:04X} at character {i}; MP4 metadata holds only printable text: remove it",
+                    u32::from(c)
+                ),
+            );
+        }
+        Some(s)
+    }
+
     fn integer(
         &mut self,
         v: &Value,
@@ -189,7 +235,7 @@ impl Validator {
 
     fn script(&mut self, root: &Value) -> Option<Script> {
         let obj = self.object(root, "", TOP_FIELDS)?;
-        let title = obj.get("title").map(|v| self.string(v, "title", 500));
+        let title = obj.get("title").map(|v| self.label(v, "title"));
         let voice = obj.get("voice").map(|v| self.string(v, "voice", 4096));
         let speed = match obj.get("speed") {
             None => Some(1.0),
@@ -274,7 +320,7 @@ impl Validator {
             };
             let chapter = match obj.get("chapter") {
                 None => None,
-                Some(c) => Some(self.string(c, &format!("{at}.chapter"), 500)?),
+                Some(c) => Some(self.label(c, &format!("{at}.chapter"))?),
             };
             out.push(Segment {
                 text,

@@ -160,12 +160,29 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
     };
     let clock = Clock::default();
     let service = SpeechService::start(&opts.speech).unwrap();
-    let mut p = prepare(&opts, &service, &NoProgress, &clock).unwrap();
+    let mut p = prepare(
+        &opts,
+        &service,
+        &NoProgress,
+        &clock,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     let cache = Cache::open(&dir.path().join("cache")).unwrap();
     let sr = p.plan.sample_rate;
     let fps = p.look.video.fps;
     let all: Vec<usize> = (0..p.plan.chunks.len()).collect();
-    let speeches = speak(&p.plan, &all, &mut p.engine, &cache, &NoProgress, &clock).unwrap();
+    let never = AtomicBool::new(false);
+    let speeches = speak(
+        &p.plan,
+        &all,
+        &mut p.engine,
+        &cache,
+        &NoProgress,
+        &clock,
+        &never,
+    )
+    .unwrap();
     let models = FaceModels::load(&assets().face_dir()).unwrap();
     let (w, h) = (p.look.rig.width() as usize, p.look.rig.height() as usize);
     let iod = inter_ocular(&p.look.landmarks);

@@ -168,6 +168,28 @@ impl Env {
         Worker::spawn(c)
     }
 
+    /// A worker inside a private mount namespace with a tmpfs (`opts`, e.g. "size=8k") at `mnt`.
+    fn worker_with_tmpfs(&self, mnt: &Path, opts: &str, extra: &[&str]) -> Worker {
+        let inner = self.cmd(
+            "worker",
+            &["--json", "--out-root", s(&self.out), "--threads", "1"],
+        );
+        let mut c = Command::new("unshare");
+        c.args(["-m", "sh", "-c"])
+            .arg(r#"mount -t tmpfs -o "$1" tmpfs "$2" && shift 2 && exec "$@""#)
+            .args(["sh", opts, s(mnt)])
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .args(with_fast(extra));
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        Worker::spawn(c)
+    }
+
     /// A job spec in the test folder.
     fn spec(&self, name: &str, script: &Path, portrait: &Path, output: &str, seed: u64) -> PathBuf {
         let p = self.path().join(name);
@@ -571,10 +593,12 @@ fn poisoned_job(backend: Backend) {
     let env = Env::new(backend);
     let script = write_script(env.path(), "short.json", SHORT);
     let portrait = repo("examples/portrait.png");
-    let bad = env.path().join("bad.png");
-    std::fs::write(&bad, b"this is not an image").unwrap();
+    // Bad input fails at once (see tests/guards.rs); a full disk is retried, since space may be
+    // freed meanwhile: the worker runs with a 8 KB tmpfs at out/full, too small for an MP4.
+    let full = env.out.join("full");
+    std::fs::create_dir_all(&full).unwrap();
     let seed = run_seed();
-    let mut specs = vec![env.spec("poison.json", &script, &bad, "poison.mp4", seed)];
+    let mut specs = vec![env.spec("poison.json", &script, &portrait, "full/poison.mp4", seed)];
     for i in 0..3 {
         specs.push(env.spec(
             &format!("good{i}.json"),
@@ -585,14 +609,18 @@ fn poisoned_job(backend: Backend) {
         ));
     }
     let ids = env.enqueue(&specs, &["--max-attempts", "3"]);
-    let mut w = env.worker(&[
-        "--backoff-base",
-        "0.05",
-        "--backoff-cap",
-        "0.2",
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
+    let mut w = env.worker_with_tmpfs(
+        &full,
+        "size=8k",
+        &[
+            "--backoff-base",
+            "0.05",
+            "--backoff-cap",
+            "0.2",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+    );
     let addr = w.wait_for("metrics", Duration::from_secs(30))["address"]
         .as_str()
         .unwrap()
@@ -637,7 +665,10 @@ fn poisoned_job(backend: Backend) {
     assert_eq!(poison["state"], "failed");
     assert_eq!(poison["attempts"], 3);
     assert!(
-        poison["last_error"].as_str().unwrap().contains("bad.png"),
+        poison["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no space left on the device holding"),
         "{poison}"
     );
     let outcomes: Vec<&str> = poison["attempts_log"]
@@ -654,10 +685,10 @@ fn poisoned_job(backend: Backend) {
     assert_success(&human);
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
-        text.contains("failed") && text.contains("error: ") && text.contains("bad.png"),
+        text.contains("failed") && text.contains("error: ") && text.contains("no space left"),
         "{text}"
     );
-    assert!(!env.out.join("poison.mp4").exists());
+    assert!(!full.join("poison.mp4").exists());
 
     // The user fixes nothing but asks again: retry resets the attempts.
     assert_success(&env.run("retry", &[&ids[0].to_string()]));
@@ -1144,9 +1175,15 @@ fn batch_renders_only_what_changed() {
     let b = env.out.canonicalize().unwrap().join("b.mp4");
     assert_eq!(v["jobs"][0]["output"], s(&b));
 
-    let bad = env.path().join("bad.png");
-    std::fs::write(&bad, b"not an image").unwrap();
-    let poison = env.spec("spec-poison.json", &script_a, &bad, "poison.mp4", seed);
+    // A portrait that is not an image is refused at enqueue (exit 2, see tests/guards.rs); a job
+    // that fails when it runs (a voice model that is not one) makes the batch exit 1.
+    let broken = env.path().join("broken.onnx");
+    std::fs::write(&broken, b"not a model").unwrap();
+    std::fs::copy(default_voice().config, env.path().join("broken.onnx.json")).unwrap();
+    let poison = env.spec("spec-poison.json", &script_a, &portrait, "poison.mp4", seed);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&poison).unwrap()).unwrap();
+    v["voice"] = json!(broken);
+    std::fs::write(&poison, v.to_string()).unwrap();
     std::fs::rename(&poison, jobs.join("poison.json")).unwrap();
     let o = batch(&["--max-attempts", "1"]);
     assert_eq!(

@@ -4,6 +4,7 @@ mod bad_input;
 mod cache;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod guards;
 mod lipsync;
 mod portraits;
 mod queue;

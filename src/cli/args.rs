@@ -98,6 +98,26 @@ pub enum Command {
     Retry(super::queue::JobIdArgs),
 }
 
+impl Command {
+    /// Whether the command stops cleanly on SIGINT/SIGTERM (it reads the flag the handler sets).
+    pub fn watches_signals(&self) -> bool {
+        #[cfg(feature = "render")]
+        if matches!(self, Command::Worker(_) | Command::Batch(_)) {
+            return true;
+        }
+        self.renders()
+    }
+
+    /// Whether the command is a single render, which a second signal may end at once.
+    pub fn renders(&self) -> bool {
+        #[cfg(feature = "render")]
+        if matches!(self, Command::Render(_) | Command::Preview(_)) {
+            return true;
+        }
+        false
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum CacheAction {
     /// Entries, bytes and hit ratios.
@@ -182,6 +202,7 @@ pub struct LookArgs {
     pub seed: u64,
 }
 
+#[cfg(feature = "render")]
 #[derive(Debug, Args, Clone)]
 pub struct RenderArgs {
     /// The script (JSON; format in the README).
@@ -199,8 +220,9 @@ pub struct RenderArgs {
     /// x264 constant rate factor: lower is better and larger.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(0..=51))]
     pub crf: u8,
-    /// x264 preset (ultrafast … veryslow).
-    #[arg(long, default_value = "veryfast")]
+    /// x264 preset: slower ones make smaller files at equal quality.
+    #[arg(long, default_value = "veryfast",
+          value_parser = clap::builder::PossibleValuesParser::new(talker::media::X264_PRESETS))]
     pub preset: String,
     /// Worker threads [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]

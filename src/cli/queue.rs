@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::Args;
 use talker::assets::Assets;
+use talker::face::{FaceError, FaceModels, Portrait};
 use talker::queue::worker::{self, Backoff, Observer, WorkerEvent, WorkerOptions};
 use talker::queue::{Job, JobRow, JobSpec, Queue, QueueLocation, RenderEnv, spec};
 use talker::speech::SpeechService;
@@ -141,10 +142,28 @@ fn open_queue(arg: &QueueArg, global: &Global) -> Result<Queue> {
     Ok(Queue::open(&location)?)
 }
 
-/// A spec file turned into a job and its content hash.
-fn load_job(path: &Path, out_root: &Path) -> Result<(Job, String)> {
+/// A spec file turned into a job and its content hash. The portrait is decoded and its face
+/// found now, as the script is validated, so a job that can never render is refused here.
+fn load_job(path: &Path, out_root: &Path, global: &Global) -> Result<(Job, String)> {
     let spec = JobSpec::load(path)?;
     let job = Job::resolve(path, spec, out_root)?;
+    let refuse = |e: FaceError| -> Error {
+        if e.is_bad_input() {
+            spec::SpecError {
+                file: path.to_path_buf(),
+                at: "portrait".into(),
+                message: e.to_string(),
+            }
+            .into()
+        } else {
+            e.into()
+        }
+    };
+    let portrait = Portrait::open(&job.portrait).map_err(refuse)?;
+    let assets = Assets::locate(global.assets.as_deref());
+    FaceModels::load(&assets.face_dir())?
+        .analyse(&portrait)
+        .map_err(refuse)?;
     let hash = job
         .content_hash()
         .map_err(Error::io(job.script.parent().unwrap_or(Path::new("."))))?;
@@ -166,7 +185,7 @@ pub fn run_enqueue(args: &EnqueueArgs, global: &Global) -> Result<()> {
     let mut refused = 0;
     let mut results = Vec::new();
     for path in &args.specs {
-        let (job, hash) = match load_job(path, &args.out_root) {
+        let (job, hash) = match load_job(path, &args.out_root, global) {
             Ok(j) => j,
             Err(e) => {
                 report_refused(&e, global);
@@ -341,7 +360,7 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
     let queue = open_queue(&args.queue, global)?;
     let (mut refused, mut ids, mut up_to_date) = (0, Vec::new(), 0);
     for path in &specs {
-        let (job, hash) = match load_job(path, &args.work.out_root) {
+        let (job, hash) = match load_job(path, &args.work.out_root, global) {
             Ok(j) => j,
             Err(e) => {
                 report_refused(&e, global);

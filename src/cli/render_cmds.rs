@@ -182,7 +182,12 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
     Ok(())
 }
 
-pub fn run_preview(args: &PreviewArgs, global: &Global, ui: &Ui) -> Result<()> {
+pub fn run_preview(
+    args: &PreviewArgs,
+    global: &Global,
+    ui: &Ui,
+    cancel: &AtomicBool,
+) -> Result<()> {
     let render = RenderArgs {
         script: args.script.clone(),
         portrait: args.portrait.clone(),
@@ -202,7 +207,8 @@ pub fn run_preview(args: &PreviewArgs, global: &Global, ui: &Ui) -> Result<()> {
             max_batch_wait_ms: 0,
         },
     };
-    let report = talker::preview::preview(&render_options(&render, global)?, &args.output, ui)?;
+    let report =
+        talker::preview::preview(&render_options(&render, global)?, &args.output, ui, cancel)?;
     announce(global, ui, &report, || {
         format!(
             "wrote {}: {} cells, {} of 15 visemes taken from the script's speech",

@@ -2,11 +2,77 @@
 //! nothing with `--quiet`. Implements the library's [`Progress`].
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use talker::progress::{Event, Progress, Stage};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// Log lines on stderr: plain text for people, coloured only on a terminal and without
+/// `NO_COLOR`; with `--json`, JSON events like the progress ones (nothing else on stderr).
+pub fn init_logging(default_filter: &str, json: bool) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
+    if json {
+        tracing_subscriber::registry()
+            .with(JsonLog.with_filter(filter))
+            .init();
+    } else {
+        let colour = std::io::stderr().is_terminal()
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .with_ansi(colour)
+            .init();
+    }
+}
+
+/// Writes each log event as one JSON line: warnings and errors as `{"event": "warning"}` (the
+/// shape of the progress warnings), the rest as `{"event": "log"}` with their level.
+struct JsonLog;
+
+impl<S: tracing::Subscriber> Layer<S> for JsonLog {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut text = Fields(String::new());
+        event.record(&mut text);
+        let meta = event.metadata();
+        let line = if *meta.level() <= tracing::Level::WARN {
+            serde_json::json!({"event": "warning", "message": text.0})
+        } else {
+            serde_json::json!({"event": "log", "level": meta.level().as_str().to_lowercase(),
+                "target": meta.target(), "message": text.0})
+        };
+        eprintln!("{line}");
+    }
+}
+
+/// An event's message, then its other fields as `name=value`.
+struct Fields(String);
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0.insert_str(0, &format!("{value:?}"));
+        } else {
+            let _ = write!(self.0, " {}={value:?}", field.name());
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0.insert_str(0, value);
+        } else {
+            let _ = write!(self.0, " {}={value}", field.name());
+        }
+    }
+}
 
 pub enum Ui {
     Quiet,

@@ -20,7 +20,7 @@ use crate::assets::Assets;
 use crate::look::Framing;
 use crate::media::X264_PRESETS;
 use crate::pipeline::{CacheLocation, RenderOptions};
-use crate::script::{Script, did_you_mean, kind};
+use crate::script::{Script, did_you_mean, kind, read_input};
 use crate::tts::select::SpeechSetup;
 
 /// Specs are a few hundred bytes; anything this large is not one.
@@ -131,17 +131,7 @@ impl JobSpec {
             at: String::new(),
             message,
         };
-        let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read it: {e}")))?;
-        if meta.is_dir() {
-            return Err(err("is a directory; give a job spec .json file".into()));
-        }
-        if meta.len() > MAX_SPEC_BYTES {
-            return Err(err(format!(
-                "is {} bytes; a job spec is a small JSON object (at most 1 MiB)",
-                meta.len()
-            )));
-        }
-        let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+        let bytes = read_input(path, MAX_SPEC_BYTES).map_err(|e| err(e.to_string()))?;
         let text = String::from_utf8(bytes).map_err(|e| {
             err(format!(
                 "is not UTF-8 text (invalid byte at offset {}); save it as UTF-8",
@@ -156,6 +146,7 @@ impl JobSpec {
 
     /// Parses spec text; errors carry an empty `file` that [`JobSpec::load`] fills in.
     pub fn parse(text: &str) -> Result<JobSpec, SpecError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let to_err = |(at, message): Fail| SpecError {
             file: PathBuf::new(),
             at,
@@ -422,7 +413,9 @@ impl Job {
         Script::load(&script).map_err(|e| err("script", e.to_string()))?;
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
-        confine(&root, &spec.output).map_err(|m| err("output", m))?;
+        let confined = confine(&root, &spec.output).map_err(|m| err("output", m))?;
+        crate::guard::check_output_file(&confined, &[("script", &script), ("portrait", &portrait)])
+            .map_err(|e| err("output", e.to_string()))?;
         let output: PathBuf = spec
             .output
             .components()
@@ -460,8 +453,20 @@ impl Job {
         canonical.priority = 0;
         let json = serde_json::to_vec(&canonical).expect("a job serialises");
         field("job", &json);
-        field("script", &std::fs::read(&self.script)?);
-        field("portrait", &std::fs::read(&self.portrait)?);
+        // Streamed, in the same layout (name, length, bytes): a portrait file may be large.
+        for (name, path) in [("script", &self.script), ("portrait", &self.portrait)] {
+            let file = std::fs::File::open(path)?;
+            let len = file.metadata()?.len();
+            h.update(name.as_bytes());
+            h.update(len.to_le_bytes());
+            let copied = std::io::copy(&mut std::io::Read::take(file, len), &mut h)?;
+            if copied != len {
+                return Err(std::io::Error::other(format!(
+                    "{} changed while it was read",
+                    path.display()
+                )));
+            }
+        }
         Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 

@@ -414,20 +414,22 @@ impl Queue {
         })
     }
 
-    /// Records a failed attempt: queued again after `delay`, or `failed` when out of attempts.
+    /// Records a failed attempt: queued again after `delay`, or `failed` when out of attempts or
+    /// when the failure is `permanent` (bad input: retrying cannot help until it is fixed).
     pub fn fail(
         &self,
         id: i64,
         token: &str,
         error: &str,
         delay: Duration,
+        permanent: bool,
     ) -> Result<FailOutcome, QueueError> {
         self.rt.block_on(async {
             let mut tx = self.begin().await?;
             let state: Option<String> = sqlx::query_scalar(self.sql(
                 "UPDATE jobs SET
-                   state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-                   finished_at = CASE WHEN attempts >= max_attempts THEN {now} ELSE NULL END,
+                   state = CASE WHEN attempts >= max_attempts OR $5 THEN 'failed' ELSE 'queued' END,
+                   finished_at = CASE WHEN attempts >= max_attempts OR $5 THEN {now} ELSE NULL END,
                    run_at = {now} + $4, last_error = $3,
                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = $1 AND lease_token = $2 AND state = 'running'
@@ -437,6 +439,7 @@ impl Queue {
             .bind(token)
             .bind(error)
             .bind(millis(delay))
+            .bind(permanent)
             .fetch_optional(&mut *tx)
             .await
             .map_err(self.db_err())?;

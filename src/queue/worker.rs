@@ -339,6 +339,9 @@ enum Ended {
     /// The report, this attempt's temp file, and the output it becomes.
     Rendered(Box<RenderReport>, PathBuf, PathBuf),
     Failed(String),
+    /// Failed on bad input (a script, portrait or output that cannot work until someone fixes
+    /// it): marked failed at once instead of retried; `talker retry` queues it again.
+    Refused(String),
     /// Stopped: the lease was lost, or shutdown's grace ran out.
     Stopped,
 }
@@ -428,7 +431,7 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
     let confined = || job.confined_output(&ctx.opts.out_root);
     let output = match confined() {
         Ok(p) => p,
-        Err(m) => return Ended::Failed(m),
+        Err(m) => return Ended::Refused(m),
     };
     let dir = output.parent().unwrap_or(Path::new("/")).to_path_buf();
     if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -437,8 +440,15 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
     // Again, now that the folders exist: none of them may be a link out of the root.
     let output = match confined() {
         Ok(p) => p,
-        Err(m) => return Ended::Failed(m),
+        Err(m) => return Ended::Refused(m),
     };
+    let inputs = [
+        ("script", job.script.as_path()),
+        ("portrait", job.portrait.as_path()),
+    ];
+    if let Err(e) = crate::guard::check_output(&output, &inputs) {
+        return Ended::Refused(error_chain(&e));
+    }
     remove_stale_temps(&output, id, token);
     let temp = temp_path(&output, id, token);
     let opts = job.render_options(&ctx.opts.env, temp.clone());
@@ -451,21 +461,18 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         Err(Error::Cancelled) => Ended::Stopped,
         Err(e) => {
             let _ = std::fs::remove_file(&temp);
-            Ended::Failed(error_chain(&e))
+            if e.exit_code() == 2 {
+                Ended::Refused(error_chain(&e))
+            } else {
+                Ended::Failed(error_chain(&e))
+            }
         }
     }
 }
 
 /// The error and its causes on one line, as `talker status` shows it.
 fn error_chain(e: &Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    e.chain().join(": ")
 }
 
 /// `.NAME.job<ID>-<TOKEN>.mp4` beside the output: this attempt's own file.
@@ -514,6 +521,7 @@ fn record(ctx: &Ctx, id: i64, token: &str, attempt: u32, max_attempts: u32, ende
         ctx.metrics.update(|t| t.lost += 1);
         ctx.observer.event(WorkerEvent::LeaseLost { id });
     };
+    let permanent = matches!(ended, Ended::Refused(_));
     match ended {
         Ended::Rendered(report, temp, output) => {
             if let Err(e) = queue.mark_rendered(token) {
@@ -576,9 +584,13 @@ fn record(ctx: &Ctx, id: i64, token: &str, attempt: u32, max_attempts: u32, ende
                 Err(e) => warn(format!("cannot release the job: {e}")),
             }
         }
-        Ended::Failed(error) => {
-            let delay = ctx.opts.backoff.delay(attempt);
-            match queue.fail(id, token, &error, delay) {
+        Ended::Failed(error) | Ended::Refused(error) => {
+            let delay = if permanent {
+                Duration::ZERO
+            } else {
+                ctx.opts.backoff.delay(attempt)
+            };
+            match queue.fail(id, token, &error, delay, permanent) {
                 Ok(FailOutcome::Retry(d)) => {
                     ctx.metrics.update(|t| t.retried += 1);
                     ctx.observer.event(WorkerEvent::Retrying {

@@ -27,6 +27,18 @@ pub struct PiperModel {
     names: AlignmentOutputs,
 }
 
+/// ONNX Runtime's own log lines go through `tracing`, so they follow the binary's log settings
+/// (plain text on a pipe, JSON events with `--json`) instead of writing coloured lines to stderr.
+fn ort_log(level: ort::logging::LogLevel, category: &str, _: &str, location: &str, message: &str) {
+    use ort::logging::LogLevel;
+    match level {
+        LogLevel::Verbose => tracing::trace!(category, location, "onnxruntime: {message}"),
+        LogLevel::Info => tracing::debug!(category, location, "onnxruntime: {message}"),
+        LogLevel::Warning => tracing::warn!("onnxruntime: {message}"),
+        LogLevel::Error | LogLevel::Fatal => tracing::error!("onnxruntime: {message}"),
+    }
+}
+
 fn environment(library: &Path) -> Result<&'static Environment, SpeechError> {
     static ENV: OnceLock<std::result::Result<Environment, String>> = OnceLock::new();
     ENV.get_or_init(|| {
@@ -36,7 +48,11 @@ fn environment(library: &Path) -> Result<&'static Environment, SpeechError> {
                 library.display()
             )
         })?;
-        builder.with_name("talker").build().map_err(|e| e.to_string())
+        builder
+            .with_name("talker")
+            .with_logger(std::sync::Arc::new(ort_log))
+            .build()
+            .map_err(|e| e.to_string())
     })
     .as_ref()
     .map_err(|e| SpeechError::Runtime(e.clone()))

@@ -1,0 +1,186 @@
+//! Checks on the paths a render reads and writes, made before any work.
+//!
+//! Inputs must be regular files: a FIFO would block `open()` (and the render would ignore its
+//! signals), a device such as `/dev/zero` never ends. Outputs must be regular files too (new or
+//! existing), and never one of the inputs however it is spelled (relative, absolute, a symlink or a
+//! hard link: the same device and inode), since the output replaces what is there. The output's
+//! directory must accept a new file, which is tried by creating one, so a read-only mount fails in
+//! milliseconds instead of after the render.
+
+use std::fs::{FileType, Metadata};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// What a file that is not a regular file is, for messages.
+fn describe(t: FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Refuses an input (`what` is "script", "portrait", ...) that is not a regular file. `stat` does
+/// not open the file, so a FIFO is refused without blocking; a missing or unreadable file is left
+/// to the input's own reader, which says what it expected there.
+pub fn regular_input(path: &Path, what: &str) -> Result<()> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    if meta.is_file() {
+        return Ok(());
+    }
+    let hint = if meta.is_dir() {
+        format!("give the path of a {what} file inside it")
+    } else {
+        format!("copy the {what} to a regular file and give that path")
+    };
+    Err(Error::Usage(format!(
+        "{what} {} is {}; {hint}",
+        path.display(),
+        describe(meta.file_type())
+    )))
+}
+
+/// Refuses an output that is not a regular file or that is one of `inputs` (`(what, path)`), then
+/// checks that its directory exists and takes a new file.
+pub fn check_output(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(Error::Usage(format!(
+            "output directory {} does not exist; create it or choose another -o path",
+            parent.display()
+        )));
+    }
+    check_output_file(output, inputs)?;
+    probe_directory(parent, output)
+}
+
+/// The part of [`check_output`] that needs no directory: an existing output must be a regular
+/// file and none of `inputs`. The queue checks this at enqueue time, before the folders exist.
+pub fn check_output_file(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+    let Ok(meta) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    if !meta.is_file() {
+        return Err(Error::Usage(format!(
+            "output {} is {}; only regular files are written: give a file name such as talk.mp4",
+            output.display(),
+            describe(meta.file_type())
+        )));
+    }
+    for (what, input) in inputs {
+        if std::fs::metadata(input).is_ok_and(|m| same_file(&m, &meta)) {
+            return Err(Error::Usage(format!(
+                "output {} is the {what} {} (the same file); writing it would destroy the input: choose another output path",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn same_file(a: &Metadata, b: &Metadata) -> bool {
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// Creates and removes a file beside `output`, the way the render's temp file will be created.
+fn probe_directory(dir: &Path, output: &Path) -> Result<()> {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let probe = dir.join(format!(".{name}.talker-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            Err(Error::Usage(format!(
+                "output directory {} is not writable ({e}); choose another -o path",
+                dir.display()
+            )))
+        }
+        Err(e) => Err(Error::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_that_is_an_input_is_refused_however_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let script = d.join("s.json");
+        std::fs::write(&script, "{}").unwrap();
+        std::os::unix::fs::symlink(&script, d.join("link.mp4")).unwrap();
+        std::fs::hard_link(&script, d.join("hard.mp4")).unwrap();
+        let inputs = [("script", script.as_path())];
+        for out in [
+            script.clone(),
+            d.join(".").join("s.json"),
+            d.join("link.mp4"),
+            d.join("hard.mp4"),
+        ] {
+            let e = check_output(&out, &inputs).unwrap_err().to_string();
+            assert!(e.contains("is the script"), "{}: {e}", out.display());
+        }
+        check_output(&d.join("new.mp4"), &inputs).unwrap();
+        assert_eq!(
+            std::fs::read_dir(d).unwrap().count(),
+            3,
+            "the probe is removed"
+        );
+    }
+
+    #[test]
+    fn special_files_are_neither_inputs_nor_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = regular_input(&fifo, "script").unwrap_err().to_string();
+        assert!(e.contains("FIFO"), "{e}");
+        let e = check_output(&fifo, &[]).unwrap_err().to_string();
+        assert!(e.contains("only regular files"), "{e}");
+        let e = check_output(Path::new("/dev/null"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("character device"), "{e}");
+        let e = regular_input(dir.path(), "portrait")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a directory"), "{e}");
+    }
+}
