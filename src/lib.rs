@@ -3,12 +3,14 @@
 pub mod assets;
 #[cfg(feature = "render")]
 pub mod bench;
+pub mod book;
 pub mod cache;
 #[cfg(feature = "render")]
 pub mod chunk;
 pub mod error;
 pub mod face;
 pub mod gpu;
+pub mod lexicon;
 pub mod lipsync;
 #[cfg(feature = "render")]
 pub mod look;

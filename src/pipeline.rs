@@ -22,8 +22,9 @@ use crate::cache::{Cache, Key};
 use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Portrait};
+use crate::lexicon::Lexicon;
 use crate::look::{self, Framing, LookOptions};
-use crate::media::{self, Chapter, Cue, OutputMeta, VideoSettings};
+use crate::media::{self, AudioFormat, Chapter, Cue, OutputMeta, SubtitleFormat, VideoSettings};
 use crate::phonemize::Phonemizer;
 use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
@@ -48,9 +49,46 @@ pub enum CacheLocation {
     Temporary,
 }
 
+mod audio;
+
+/// What `-o` writes: the talking-portrait MP4, or audio only (no portrait, no face stages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    Mp4,
+    Audio(AudioFormat),
+}
+
+impl OutputKind {
+    /// By extension: `.m4b`, `.m4a`, `.wav` are audio only; anything else is an MP4.
+    pub fn of(path: &Path) -> OutputKind {
+        let ext = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("m4b") => OutputKind::Audio(AudioFormat::M4b),
+            Some("m4a") => OutputKind::Audio(AudioFormat::M4a),
+            Some("wav") => OutputKind::Audio(AudioFormat::Wav),
+            _ => OutputKind::Mp4,
+        }
+    }
+}
+
+/// Options beyond the video's: output kind, subtitle sidecar, extra lexicons.
+#[derive(Debug, Clone, Default)]
+pub struct ExtraOptions {
+    /// `--format`: overrides the kind the output's extension implies.
+    pub format: Option<OutputKind>,
+    /// `--subtitles`: a sidecar next to the output, one cue per sentence.
+    pub subtitles: Option<SubtitleFormat>,
+    /// `--lexicon` files, applied after the script's own lexicon (later entries win).
+    pub lexicons: Vec<PathBuf>,
+}
+
 #[derive(Debug, Clone)]
 pub struct RenderOptions {
+    /// A JSON script, an EPUB, Markdown or plain-text file (see `book`).
     pub script: PathBuf,
+    /// Empty for audio-only outputs, which need no portrait.
     pub portrait: PathBuf,
     pub output: PathBuf,
     pub assets: Assets,
@@ -70,12 +108,15 @@ pub struct RenderOptions {
     /// Piper's sampling noise (on by default, as Piper does; off makes speech deterministic).
     pub noise: bool,
     pub batch: BatchLimits,
+    pub extra: ExtraOptions,
 }
 
 /// What a render did and how long each part took.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RenderReport {
     pub output: PathBuf,
+    /// The subtitle sidecar, with `--subtitles`.
+    pub subtitles: Option<PathBuf>,
     pub bytes: u64,
     pub audio_seconds: f64,
     pub frames: u64,
@@ -169,11 +210,25 @@ pub struct Prepared {
     pub plan: Plan,
 }
 
-/// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
-/// checks first, so bad input fails in milliseconds.
-pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> Result<Prepared> {
+/// The script (any input kind, with every lexicon merged) and the speech engine; the lexicon's IPA
+/// is checked against the voice here, before any synthesis.
+pub fn load_inputs(
+    opts: &RenderOptions,
+    progress: &dyn Progress,
+    clock: &Clock,
+) -> Result<(Script, SpeechEngine)> {
     let t = Instant::now();
-    let script = Script::load(&opts.script)?;
+    let (mut script, notes) = crate::book::load_script(&opts.script)?;
+    for message in notes {
+        progress.event(Event::Warning { message });
+    }
+    for path in &opts.extra.lexicons {
+        let more = Lexicon::load(path)?;
+        script
+            .lexicon
+            .get_or_insert_with(Lexicon::default)
+            .merge(more);
+    }
     let voice_name = opts
         .voice
         .clone()
@@ -189,8 +244,47 @@ pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> 
         speaker: 0,
         limits: opts.batch,
     })?;
+    if let Some(lexicon) = &script.lexicon {
+        let voice = engine.config();
+        lexicon.check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))?;
+    }
     clock.add(Stage::Script, t.elapsed());
+    Ok((script, engine))
+}
 
+/// Text, phonemes and phrase keys of every sentence.
+fn build_plan(
+    script: &Script,
+    engine: &SpeechEngine,
+    progress: &dyn Progress,
+    clock: &Clock,
+) -> Result<Plan> {
+    progress.event(Event::Start {
+        stage: Stage::Phonemes,
+        total: script.segments.len() as u64,
+    });
+    let plan = Plan::build(
+        script,
+        engine.config(),
+        engine.identity(),
+        &Phonemizer::global()?,
+        clock,
+    )?;
+    progress.event(Event::Finish {
+        stage: Stage::Phonemes,
+    });
+    Ok(plan)
+}
+
+/// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
+/// checks first, so bad input fails in milliseconds.
+pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> Result<Prepared> {
+    if opts.portrait.as_os_str().is_empty() {
+        return Err(Error::Usage(
+            "a video needs a portrait: talker render SCRIPT PORTRAIT -o talk.mp4 (audio-only outputs, -o book.m4b or .wav, need none)".into(),
+        ));
+    }
+    let (script, engine) = load_inputs(opts, progress, clock)?;
     let t = Instant::now();
     progress.event(Event::Start {
         stage: Stage::Face,
@@ -233,21 +327,8 @@ pub fn prepare(opts: &RenderOptions, progress: &dyn Progress, clock: &Clock) -> 
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
 
-    progress.event(Event::Start {
-        stage: Stage::Phonemes,
-        total: script.segments.len() as u64,
-    });
-    let mut plan = Plan::build(
-        &script,
-        engine.config(),
-        engine.identity(),
-        &Phonemizer::global()?,
-        clock,
-    )?;
+    let mut plan = build_plan(&script, &engine, progress, clock)?;
     plan.assign_chunk_keys(&look_key);
-    progress.event(Event::Finish {
-        stage: Stage::Phonemes,
-    });
     Ok(Prepared {
         script,
         engine,
@@ -264,6 +345,9 @@ pub fn render(
     let wall = Instant::now();
     let clock = Clock::default();
     check_output(&opts.output)?;
+    if let OutputKind::Audio(format) = opts.extra.format.unwrap_or(OutputKind::of(&opts.output)) {
+        return audio::render_audio(opts, format, progress, cancel);
+    }
     let Prepared {
         script,
         mut engine,
@@ -335,6 +419,11 @@ pub fn render(
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
     let info = media::assemble(&paths, &opts.output, &meta)?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
+    let subtitles = opts
+        .extra
+        .subtitles
+        .map(|f| media::write_sidecar(&opts.output, &meta.cues, f))
+        .transpose()?;
     clock.add(Stage::Assemble, t.elapsed());
     progress.event(Event::Finish {
         stage: Stage::Assemble,
@@ -342,6 +431,7 @@ pub fn render(
 
     Ok(RenderReport {
         output: opts.output.clone(),
+        subtitles,
         bytes: info.bytes,
         audio_seconds: info.audio_samples as f64 / f64::from(sample_rate),
         frames: info.frames,
@@ -416,21 +506,26 @@ fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u3
         }
         offset += d.samples;
     }
-    let total = offset as f64 / sr;
-    let chapters = chapter_starts
+    let chapters = chapter_list(&chapter_starts, offset as f64 / sr);
+    OutputMeta {
+        title: script.title.clone(),
+        author: script.author.clone(),
+        chapters,
+        cues,
+    }
+}
+
+/// Chapters from their titles and starts: each ends where the next begins, the last at `total`.
+fn chapter_list(starts: &[(String, f64)], total: f64) -> Vec<Chapter> {
+    starts
         .iter()
         .enumerate()
         .map(|(i, (title, start))| Chapter {
             title: title.clone(),
             start: *start,
-            end: chapter_starts.get(i + 1).map_or(total, |n| n.1),
+            end: starts.get(i + 1).map_or(total, |n| n.1),
         })
-        .collect();
-    OutputMeta {
-        title: script.title.clone(),
-        chapters,
-        cues,
-    }
+        .collect()
 }
 
 /// What the threads share.

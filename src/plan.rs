@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use crate::cache::{Key, KeyBuilder};
 use crate::error::Result;
+use crate::lexicon::{Piece, key_text};
 use crate::phonemize::Phonemizer;
 use crate::progress::{Clock, Stage};
 use crate::script::Script;
@@ -110,11 +111,17 @@ impl Plan {
             for (raw, normalized) in sentences {
                 let start = plan.utterances.len();
                 let t = Instant::now();
-                let phonemized = phonemizer.phonemize(&voice.espeak_voice, &normalized)?;
+                // The lexicon changes only the sentences it matches, and so only their keys.
+                let pieces = match &script.lexicon {
+                    Some(lexicon) => lexicon.apply(&normalized),
+                    None => vec![Piece::Text(normalized)],
+                };
+                let read_as = key_text(&pieces);
+                let phonemized = phonemizer.phonemize_pieces(&voice.espeak_voice, &pieces)?;
                 clock.add(Stage::Phonemes, t.elapsed());
                 for (i, phonemes) in phonemized.into_iter().enumerate() {
                     let (ids, kept) = voice.ids(&phonemes);
-                    let key = phrase_key(&normalized, i, &ids, id);
+                    let key = phrase_key(&read_as, i, &ids, id);
                     plan.utterances.push(Utterance { ids, kept, key });
                 }
                 if plan.utterances.len() > start {

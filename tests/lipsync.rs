@@ -70,6 +70,7 @@ fn rendered_mouth_follows_the_plan_and_the_audio_and_holds_still() {
         threads: 1,
         noise: false,
         batch: BatchLimits::SINGLE,
+        extra: Default::default(),
     };
     let clock = Clock::default();
     let mut p = prepare(&opts, &NoProgress, &clock).unwrap();

@@ -503,6 +503,7 @@ impl Job {
             threads: env.threads.max(1),
             noise: true,
             batch: BatchLimits::SINGLE,
+            extra: Default::default(),
         }
     }
 }
