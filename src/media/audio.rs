@@ -1,9 +1,8 @@
 //! Audio-only outputs, written as the speech arrives: M4B/M4A (AAC-LC 48 kHz mono in the `ipod`
 //! flavour of MP4, with chapters, title and author) and WAV (16-bit PCM at the voice's rate).
 //!
-//! Input: s16 mono PCM in order, any number of pushes; the chapter titles up front and their
-//! times at the end (the muxer writes chapters into the moov atom with the trailer, so times
-//! known only after the speech exist are still written). Output: the file under its final name,
+//! Input: title, author and chapters (times in seconds) up front; then s16 mono PCM in order, any
+//! number of pushes. Output: the file under its final name,
 //! only complete (temp file + rename), the moov atom in front (faststart).
 //! Memory: one AAC frame of PCM at a time; a 10-hour book needs no more than a minute's.
 
@@ -37,7 +36,6 @@ enum Sink {
     Mp4 {
         out: format::context::Output,
         aac: Box<AacTrack>,
-        chapters: usize,
     },
     Wav {
         file: BufWriter<File>,
@@ -51,16 +49,14 @@ pub struct AudioWriter {
     sink: Sink,
     partial: PartialFile,
     path: PathBuf,
-    samples: u64,
-    rate: u32,
 }
 
-/// Title, author and chapter titles of an audio-only output.
+/// Title, author and chapters of an audio-only output (WAV keeps none of them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AudioMeta {
     pub title: Option<String>,
     pub author: Option<String>,
-    pub chapter_titles: Vec<String>,
+    pub chapters: Vec<Chapter>,
 }
 
 impl AudioWriter {
@@ -77,7 +73,7 @@ impl AudioWriter {
                 )));
             }
         }
-        if meta.chapter_titles.iter().any(|t| t.contains('\0')) {
+        if meta.chapters.iter().any(|c| c.title.contains('\0')) {
             return Err(MediaError::InvalidMeta(
                 "a chapter title contains a NUL byte".into(),
             ));
@@ -107,13 +103,10 @@ impl AudioWriter {
             sink,
             partial,
             path: output.to_path_buf(),
-            samples: 0,
-            rate: sample_rate,
         })
     }
 
     pub fn push(&mut self, pcm: &[i16]) -> Result<(), MediaError> {
-        self.samples += pcm.len() as u64;
         match &mut self.sink {
             Sink::Mp4 { out, aac, .. } => aac.push(pcm, out),
             Sink::Wav { file, bytes, .. } => {
@@ -129,42 +122,12 @@ impl AudioWriter {
         }
     }
 
-    /// Samples pushed so far.
-    pub fn samples(&self) -> u64 {
-        self.samples
-    }
-
-    /// Seconds pushed so far, on the output's clock.
-    pub fn seconds(&self) -> f64 {
-        self.samples as f64 / f64::from(self.rate)
-    }
-
-    /// Writes the chapters' times (one per title given to `create`), closes the file and renames
-    /// it onto the output. Returns its size.
-    pub fn finish(self, chapters: &[Chapter]) -> Result<u64, MediaError> {
+    /// Closes the file and renames it onto the output. Returns its size.
+    pub fn finish(self) -> Result<u64, MediaError> {
         let path = self.path;
         match self.sink {
-            Sink::Mp4 {
-                mut out,
-                aac,
-                chapters: expected,
-            } => {
-                if chapters.len() != expected {
-                    return Err(MediaError::InvalidMeta(format!(
-                        "{} chapter times for {expected} chapters",
-                        chapters.len()
-                    )));
-                }
+            Sink::Mp4 { mut out, aac } => {
                 (*aac).finish(&mut out)?;
-                for (i, c) in chapters.iter().enumerate() {
-                    let what = format!("chapter {i}");
-                    let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
-                    let mut ch = out.chapter_mut(i).ok_or_else(|| {
-                        MediaError::InvalidMeta(format!("{what} was not declared"))
-                    })?;
-                    ch.set_start(start);
-                    ch.set_end(end.max(start));
-                }
                 ff(&path, "write MP4 trailer (faststart)", out.write_trailer())?;
                 drop(out);
             }
@@ -209,12 +172,13 @@ fn mp4_sink(
         st.set_parameters(aac.encoder());
         st.set_time_base(Rational::new(1, AAC_RATE as i32));
     }
-    // Times are set in `finish`; the muxer needs the chapters before its header to make room.
-    for (i, title) in meta.chapter_titles.iter().enumerate() {
+    for (i, c) in meta.chapters.iter().enumerate() {
+        let what = format!("chapter {i}");
+        let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
         ff(
             output,
             "add chapter",
-            out.add_chapter(i as i64 + 1, MS, 0, 0, title),
+            out.add_chapter(i as i64 + 1, MS, start, end.max(start), &c.title),
         )?;
     }
     let mut tags = Dictionary::new();
@@ -252,7 +216,6 @@ fn mp4_sink(
     Ok(Sink::Mp4 {
         out,
         aac: Box::new(aac),
-        chapters: meta.chapter_titles.len(),
     })
 }
 

@@ -1,9 +1,10 @@
 //! Audio-only renders (`.m4b`, `.m4a`, `.wav`): script → speech → one audio file, no portrait.
 //!
-//! The face, frame and chunk-video stages are skipped. Speech goes a window of chunks at a time
-//! from the phrase cache or the voice straight into the streaming writer, so memory stays that of
-//! one window whatever the book's length; chapters and subtitle cues are timed on the same
-//! sample clock as the audio written.
+//! The face, frame and chunk-video stages are skipped. Two passes over the chunks, a window at a
+//! time: the first synthesises what the phrase cache lacks and measures every chunk (the MP4
+//! muxer wants the chapters before its header); the second reads the speech back from the cache
+//! into the streaming writer. Memory stays that of one window whatever the book's length, and
+//! chapters and subtitle cues are timed on the same sample clock as the audio written.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -41,35 +42,28 @@ pub(super) fn render_audio(
             plan.chapters[c.segment].clone().filter(|_| first)
         })
         .collect();
-    let meta = AudioMeta {
-        title: script.title.clone(),
-        author: script.author.clone(),
-        chapter_titles: chapter_at.iter().flatten().cloned().collect(),
-    };
-    media::remove_stale_partials(&opts.output);
-    let mut writer = AudioWriter::create(&opts.output, format, plan.sample_rate, &meta)?;
-
+    // Pass 1: every phrase synthesised (or found) and cached; chunk lengths, cues and chapter
+    // starts measured. The muxer needs the chapters before its header, so they are known first.
     progress.event(Event::Start {
         stage: Stage::Speech,
         total: plan.utterances.len() as u64,
     });
     let sr = f64::from(plan.sample_rate);
+    let mut lengths = Vec::with_capacity(plan.chunks.len());
     let mut starts: Vec<(String, f64)> = Vec::new();
     let mut cues = Vec::new();
     let all: Vec<usize> = (0..plan.chunks.len()).collect();
-    let mut done = 0u64;
+    let (mut done, mut offset) = (0u64, 0u64);
     for window in all.chunks(WINDOW_CHUNKS) {
         if cancel.load(Ordering::Relaxed) {
             return Err(Error::Cancelled);
         }
         let speeches = speak(&plan, window, &mut engine, &cache, progress, &clock)?;
-        let t = Instant::now();
         for &c in window {
             if let Some(title) = &chapter_at[c] {
-                starts.push((title.clone(), writer.seconds()));
+                starts.push((title.clone(), offset as f64 / sr));
             }
             let audio = chunk_audio(&plan, c, &speeches, 1);
-            let offset = writer.samples();
             for (s, &(a, b)) in plan.chunks[c].sentences.clone().zip(&audio.sentence_spans) {
                 cues.push(Cue {
                     text: plan.sentences[s].display.clone(),
@@ -77,10 +71,10 @@ pub(super) fn render_audio(
                     end: (offset + b) as f64 / sr,
                 });
             }
-            writer.push(&audio.pcm)?;
+            offset += audio.pcm.len() as u64;
+            lengths.push(audio.pcm.len());
             done += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
         }
-        clock.add(Stage::Assemble, t.elapsed());
         progress.event(Event::Advance {
             stage: Stage::Speech,
             done,
@@ -89,15 +83,46 @@ pub(super) fn render_audio(
     progress.event(Event::Finish {
         stage: Stage::Speech,
     });
-    let audio_seconds = writer.seconds();
+    let audio_seconds = offset as f64 / sr;
+
+    // Pass 2: the same speech, now all from the phrase cache, into the file.
     let t = Instant::now();
-    let bytes = writer.finish(&chapter_list(&starts, audio_seconds))?;
+    progress.event(Event::Start {
+        stage: Stage::Assemble,
+        total: 0,
+    });
+    let meta = AudioMeta {
+        title: script.title.clone(),
+        author: script.author.clone(),
+        chapters: chapter_list(&starts, audio_seconds),
+    };
+    media::remove_stale_partials(&opts.output);
+    let mut writer = AudioWriter::create(&opts.output, format, plan.sample_rate, &meta)?;
+    for window in all.chunks(WINDOW_CHUNKS) {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
+        let speeches = speak(&plan, window, &mut engine, &cache, progress, &clock)?;
+        for &c in window {
+            let audio = chunk_audio(&plan, c, &speeches, 1);
+            if audio.pcm.len() != lengths[c] {
+                return Err(Error::Usage(
+                    "the phrase cache did not keep this book's speech (see the warnings above), so its chapters and subtitles cannot be timed; give a writable --cache DIR".into(),
+                ));
+            }
+            writer.push(&audio.pcm)?;
+        }
+    }
+    let bytes = writer.finish()?;
     let subtitles = opts
         .extra
         .subtitles
         .map(|f| media::write_sidecar(&opts.output, &cues, f))
         .transpose()?;
     clock.add(Stage::Assemble, t.elapsed());
+    progress.event(Event::Finish {
+        stage: Stage::Assemble,
+    });
 
     Ok(RenderReport {
         output: opts.output.clone(),
