@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::path::Path;
 
 use quick_xml::XmlVersion;
@@ -72,13 +72,13 @@ const SKIPPED: &[&str] = &[
     "audio",
 ];
 
-struct Archive<'p> {
-    zip: ZipArchive<File>,
+struct Archive<'p, R> {
+    zip: ZipArchive<R>,
     path: &'p Path,
     read_total: u64,
 }
 
-impl Archive<'_> {
+impl<R: Read + Seek> Archive<'_, R> {
     /// The entry's bytes, `None` if the archive has no such entry.
     fn read(&mut self, name: &str) -> Result<Option<Vec<u8>>, ScriptError> {
         let path = self.path;
@@ -161,7 +161,12 @@ struct TocEntry {
 
 pub fn read_epub(path: &Path) -> Result<Book, ScriptError> {
     let file = File::open(path).map_err(|e| fail(path, "", &format!("cannot open: {e}")))?;
-    let zip = ZipArchive::new(file).map_err(|e| {
+    read_epub_from(path, file)
+}
+
+/// As [`read_epub`], from any seekable bytes; `path` only names the book in messages.
+pub fn read_epub_from(path: &Path, data: impl Read + Seek) -> Result<Book, ScriptError> {
+    let zip = ZipArchive::new(data).map_err(|e| {
         fail(
             path,
             "",
@@ -491,8 +496,8 @@ fn opf_element(p: &mut Package, tag: &str, e: &BytesStart) {
 }
 
 /// The table of contents: the EPUB 3 nav document if there is one, else the NCX.
-fn read_toc(
-    ar: &mut Archive,
+fn read_toc<R: Read + Seek>(
+    ar: &mut Archive<R>,
     package: &Package,
     opf_dir: &str,
 ) -> Result<Vec<TocEntry>, ScriptError> {
@@ -848,6 +853,27 @@ fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zip_bombs_are_refused() {
+        use std::io::Write;
+        let mut buf = std::io::Cursor::new(Vec::new());
+        {
+            let mut z = zip::ZipWriter::new(&mut buf);
+            let opts = zip::write::SimpleFileOptions::default();
+            z.start_file("META-INF/container.xml", opts).unwrap();
+            let zeros = vec![b' '; 1 << 20];
+            for _ in 0..65 {
+                z.write_all(&zeros).unwrap();
+            }
+            z.finish().unwrap();
+        }
+        let bytes = buf.into_inner();
+        assert!(bytes.len() < 1 << 20, "{} bytes compressed", bytes.len());
+        let e = read_epub_from(Path::new("bomb.epub"), std::io::Cursor::new(bytes)).unwrap_err();
+        assert_eq!(e.at, "META-INF/container.xml");
+        assert!(e.message.contains("ZIP bomb"), "{e}");
+    }
 
     #[test]
     fn hrefs_resolve() {

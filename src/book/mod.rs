@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::script::{DEFAULT_PAUSE_MS, Script, ScriptError, Segment};
 
-pub use epub::read_epub;
+pub use epub::{read_epub, read_epub_from};
 pub use markdown::read_markdown;
 pub use text::read_text;
 
@@ -147,7 +147,7 @@ pub(crate) fn read_utf8(path: &Path) -> Result<String, ScriptError> {
 }
 
 /// Bytes → text (a BOM removed), or an error naming the line and byte of the first bad byte.
-pub(crate) fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, ScriptError> {
+pub fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, ScriptError> {
     match String::from_utf8(bytes) {
         Ok(mut s) => {
             if s.starts_with('\u{feff}') {
