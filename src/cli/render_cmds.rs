@@ -234,7 +234,10 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(Error::io(dir))?;
+    // A script is the user's to read and edit, not a private temp file (mode 0600).
+    let readable = std::os::unix::fs::PermissionsExt::from_mode(0o644);
     temp.write_all(bytes)
+        .and_then(|()| temp.as_file().set_permissions(readable))
         .and_then(|()| temp.as_file().sync_all())
         .map_err(Error::io(path))?;
     temp.persist(path).map_err(|e| Error::io(path)(e.error))?;

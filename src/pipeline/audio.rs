@@ -106,9 +106,14 @@ pub(super) fn render_audio(
         for &c in window {
             let audio = chunk_audio(&plan, c, &speeches, 1);
             if audio.pcm.len() != lengths[c] {
-                return Err(Error::Usage(
-                    "the phrase cache did not keep this book's speech (see the warnings above), so its chapters and subtitles cannot be timed; give a writable --cache DIR".into(),
-                ));
+                // Only when the cache failed to store a phrase (warned about): the voice's noise
+                // would make its second synthesis differ from the length measured.
+                return Err(Error::Io {
+                    path: cache.dir().to_path_buf(),
+                    source: std::io::Error::other(
+                        "the phrase cache did not keep this book's speech (see the warnings above), so chapters and subtitles cannot be timed; give a writable --cache DIR",
+                    ),
+                });
             }
             writer.push(&audio.pcm)?;
         }
