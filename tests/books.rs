@@ -622,3 +622,54 @@ fn video_without_portrait_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs a portrait"));
 }
+
+/// The lexicon reaches both halves of a sentence split for length, and the phrase keys of the
+/// sentences without its words stay as they were.
+#[test]
+fn lexicon_applies_inside_split_sentences_and_keys_only_what_it_changes() {
+    use talker::plan::{Plan, SpeechIdentity};
+    use talker::script::Script;
+    let voice = VoiceConfig::load(&default_voice().config).unwrap();
+    let id = SpeechIdentity {
+        voice_hash: [1; 32],
+        scales: voice.defaults,
+        speaker: 0,
+        engine: "test".into(),
+    };
+    let long = "Nguyen walked along the harbour wall for an hour, counting the boats, the gulls, \
+the nets and the ropes, until at last he met Nguyen.";
+    let script = |lexicon: &str| {
+        Script::parse(&format!(
+            r#"{{{lexicon}"segments": [{{"text": "{long}"}}, {{"text": "Nothing to change here."}}]}}"#
+        ))
+        .unwrap()
+    };
+    let p = Phonemizer::global().unwrap();
+    let clock = talker::progress::Clock::default();
+    let plain = Plan::build(&script(""), &voice, &id, &p, &clock).unwrap();
+    let lexed = Plan::build(
+        &script(r#""lexicon": {"nguyen": {"ipa": "wˈɪn"}}, "#),
+        &voice,
+        &id,
+        &p,
+        &clock,
+    )
+    .unwrap();
+    assert!(plain.sentences.len() >= 3, "the long sentence is split");
+    assert_eq!(plain.sentences.len(), lexed.sentences.len());
+    let word = voice.ids(&["w", "ˈ", "ɪ", "n"].map(String::from)).0;
+    let word = &word[2..word.len() - 1]; // without BOS, its pad and EOS
+    let contains = |ids: &[i64]| ids.windows(word.len()).any(|w| w == word);
+    let n = plain.utterances.len();
+    let last = n - 1;
+    for (u, (a, b)) in plain.utterances.iter().zip(&lexed.utterances).enumerate() {
+        let first_or_last_piece = u == 0 || u == last - 1;
+        if first_or_last_piece {
+            assert!(contains(&b.ids) && !contains(&a.ids), "utterance {u}");
+            assert_ne!(a.key, b.key, "utterance {u}");
+        } else {
+            assert_eq!(a.ids, b.ids, "utterance {u}");
+            assert_eq!(a.key, b.key, "utterance {u} must keep its cache key");
+        }
+    }
+}
