@@ -700,6 +700,12 @@ fn read_xhtml(
             }
             Event::Empty(e) => {
                 let tag = local(&e);
+                match tag.as_str() {
+                    "script" | "style" => skipped.scripts += 1,
+                    "svg" => skipped.images += 1,
+                    "object" | "video" | "audio" => skipped.other += 1,
+                    _ => {}
+                }
                 element_start(ctx, &e, &tag, &mut buf, book, chapter, skipped);
                 if BLOCKS.contains(&tag.as_str()) {
                     flush(&mut buf, book, chapter, DEFAULT_PAUSE_MS);

@@ -27,6 +27,15 @@ pub(super) fn render_audio(
 ) -> Result<RenderReport> {
     let wall = Instant::now();
     let clock = Clock::default();
+    if !opts.portrait.as_os_str().is_empty() {
+        progress.event(Event::Warning {
+            message: format!(
+                "{} is not used: {} is audio only",
+                opts.portrait.display(),
+                opts.output.display()
+            ),
+        });
+    }
     let (script, mut engine) = load_inputs(opts, progress, &clock)?;
     let plan = super::build_plan(&script, &engine, progress, &clock)?;
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
