@@ -58,7 +58,8 @@ pub struct Global {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Render SCRIPT spoken by PORTRAIT to an MP4.
+    /// Render SCRIPT (JSON, EPUB, Markdown or text) spoken by PORTRAIT to an MP4, or to audio
+    /// only (.m4b, .m4a, .wav; no portrait).
     #[cfg(feature = "render")]
     Render(RenderArgs),
     /// Draw a contact sheet: one labelled frame per mouth shape (viseme), taken from the script's
