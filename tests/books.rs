@@ -673,3 +673,28 @@ the nets and the ropes, until at last he met Nguyen.";
         }
     }
 }
+
+#[test]
+fn epub_without_a_table_of_contents_takes_chapters_from_headings() {
+    let dir = tempfile::tempdir().unwrap();
+    let opf = opf("3.0", false)
+        .replace(
+            r#"<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>"#,
+            "",
+        )
+        .replace(r#" toc="ncx""#, "");
+    let book = dir.path().join("plain.epub");
+    zip_file(
+        &book,
+        &[
+            ("mimetype", b"application/epub+zip"),
+            ("META-INF/container.xml", CONTAINER.as_bytes()),
+            ("OEBPS/content.opf", opf.as_bytes()),
+            ("OEBPS/ch1.xhtml", CH1.as_bytes()),
+            ("OEBPS/ch2.xhtml", CH2.as_bytes()),
+        ],
+    );
+    let s = segments(&converted(dir.path(), &book));
+    assert_eq!(chapters(&s), ["The Storm", "Morning"]);
+    assert_eq!(s[0].0, "The Storm");
+}
