@@ -15,6 +15,7 @@
 //! phrase cache (keyed by the text as read and by the phoneme ids) re-synthesises only those.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -78,14 +79,20 @@ impl Lexicon {
         };
         let meta =
             std::fs::metadata(path).map_err(|e| fail(format!("cannot read the lexicon: {e}")))?;
-        if meta.len() > MAX_LEXICON_BYTES {
-            return Err(fail(format!(
-                "is {} bytes; a lexicon may have at most 16 MiB",
-                meta.len()
-            )));
+        if !meta.is_file() {
+            return Err(fail(
+                "is not a regular file; give the path of a lexicon .json".into(),
+            ));
         }
-        let text = std::fs::read_to_string(path)
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_LEXICON_BYTES + 1).read_to_string(&mut text))
             .map_err(|e| fail(format!("cannot read the lexicon as UTF-8 text: {e}")))?;
+        if text.len() as u64 > MAX_LEXICON_BYTES {
+            return Err(fail(
+                "is larger than 16 MiB, the most a lexicon may have".into(),
+            ));
+        }
         let value: Value =
             serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|e| ScriptError {
                 file: path.to_path_buf(),
@@ -388,6 +395,14 @@ mod tests {
         let e = l.check_symbols("en-us", |s| s != "☃").unwrap_err();
         assert!(e.message.contains("'☃'"), "{e}");
         assert_eq!(e.at, "lexicon entry \"Zed\"");
+    }
+
+    #[test]
+    fn devices_and_missing_files_are_refused() {
+        let e = Lexicon::load(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.message.contains("not a regular file"), "{e}");
+        let e = Lexicon::load(Path::new("/nonexistent/l.json")).unwrap_err();
+        assert!(e.message.contains("cannot read"), "{e}");
     }
 
     #[test]

@@ -335,6 +335,7 @@ fn bad_books_are_refused_before_any_work() {
     let latin1 = d.join("latin1.txt");
     std::fs::write(&latin1, b"fine line\ncaf\xe9 au lait\n").unwrap();
     let mut cases = cases;
+    cases.push((PathBuf::from("/dev/zero"), "not a regular file"));
     cases.push((md, "nothing to speak"));
     cases.push((latin1, "line 2 (byte 13): is not UTF-8"));
     for (input, expect) in cases {

@@ -161,6 +161,13 @@ struct TocEntry {
 
 pub fn read_epub(path: &Path) -> Result<Book, ScriptError> {
     let file = File::open(path).map_err(|e| fail(path, "", &format!("cannot open: {e}")))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(fail(
+            path,
+            "",
+            "is not a regular file (a directory or a device); give the path of an .epub",
+        ));
+    }
     read_epub_from(path, file)
 }
 

@@ -12,6 +12,7 @@ mod epub;
 mod markdown;
 mod text;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::script::{DEFAULT_PAUSE_MS, Script, ScriptError, Segment};
@@ -72,6 +73,14 @@ impl InputKind {
 
 /// The script `path` stands for, and the readers' notes (empty for JSON scripts).
 pub fn load_script(path: &Path) -> Result<(Script, Vec<String>), ScriptError> {
+    // A device or FIFO would be read forever; a missing file gets its loader's message.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return Err(fail(
+            path,
+            "",
+            "is not a regular file (a device or a pipe); give the path of a script or a book",
+        ));
+    }
     let book = match InputKind::detect(path) {
         InputKind::Json => return Script::load(path).map(|s| (s, Vec::new())),
         InputKind::Epub => read_epub(path)?,
@@ -129,20 +138,30 @@ impl Book {
 pub(crate) fn read_utf8(path: &Path) -> Result<String, ScriptError> {
     let meta = std::fs::metadata(path)
         .map_err(|e| fail(path, "", &format!("cannot read the file: {e}")))?;
-    if meta.is_dir() {
-        return Err(fail(path, "", "is a directory; give the path of a file"));
-    }
-    if meta.len() > MAX_TEXT_BYTES {
+    if !meta.is_file() {
         return Err(fail(
             path,
             "",
-            &format!(
-                "is {} bytes; split books larger than 64 MiB into several files",
-                meta.len()
-            ),
+            "is not a regular file (a directory or a device); give the path of a book",
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| fail(path, "", &format!("cannot read: {e}")))?;
+    let too_big = || {
+        fail(
+            path,
+            "",
+            "is larger than 64 MiB; split such a book into several files",
+        )
+    };
+    if meta.len() > MAX_TEXT_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_TEXT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| fail(path, "", &format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_TEXT_BYTES {
+        return Err(too_big());
+    }
     utf8(path, bytes)
 }
 
