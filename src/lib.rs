@@ -3,6 +3,7 @@
 pub mod assets;
 #[cfg(feature = "render")]
 pub mod bench;
+pub mod book;
 pub mod cache;
 #[cfg(feature = "render")]
 pub mod chunk;
@@ -10,6 +11,7 @@ pub mod error;
 pub mod face;
 #[cfg(feature = "render")]
 pub mod guard;
+pub mod lexicon;
 pub mod lipsync;
 #[cfg(feature = "render")]
 pub mod look;

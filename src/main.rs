@@ -58,6 +58,10 @@ fn main() -> ExitCode {
         Command::Preview(args) => cli::render_cmds::run_preview(args, &cli.global, &ui, &cancel),
         #[cfg(feature = "render")]
         Command::Bench(args) => cli::render_cmds::run_bench(args, &cli.global),
+        #[cfg(feature = "render")]
+        Command::Script {
+            action: cli::args::ScriptAction::Convert(args),
+        } => cli::render_cmds::run_convert(args, &cli.global, &ui),
         Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
         #[cfg(feature = "render")]
         Command::Enqueue(args) => cli::queue::run_enqueue(args, &cli.global),

@@ -14,6 +14,8 @@ use std::thread;
 use crossbeam_channel::{Sender, bounded, unbounded};
 use unicode_normalization::UnicodeNormalization;
 
+use crate::lexicon::Piece;
+
 /// The phonemes of one sentence as espeak read it.
 pub type SentencePhonemes = Vec<String>;
 
@@ -91,6 +93,80 @@ impl Phonemizer {
             .map_err(|_| PhonemizeError::ThreadLost)?;
         rx.recv().map_err(|_| PhonemizeError::ThreadLost)?
     }
+
+    /// Phonemes of a sentence after the lexicon: text pieces through espeak-ng, IPA pieces spliced
+    /// in as they are, joined by a word space (none before punctuation). One text piece gives
+    /// exactly what [`Phonemizer::phonemize`] gives.
+    pub fn phonemize_pieces(
+        &self,
+        voice: &str,
+        pieces: &[Piece],
+    ) -> Result<Vec<SentencePhonemes>, PhonemizeError> {
+        if let [Piece::Text(t)] = pieces {
+            return self.phonemize(voice, t);
+        }
+        let mut sentences: Vec<SentencePhonemes> = Vec::new();
+        // Whether the last sentence ended with . ? ! (the next piece starts a new one).
+        let mut closed = true;
+        for piece in pieces {
+            let parts: Vec<SentencePhonemes> = match piece {
+                Piece::Ipa(ipa) => vec![ipa.nfd().map(String::from).collect()],
+                Piece::Text(t) => {
+                    // espeak-ng drops punctuation before the first word, which here follows
+                    // an IPA word ("Nguyen, then"): keep those clause marks as it would.
+                    let lead = t.find(char::is_alphanumeric).unwrap_or(t.len());
+                    let mut parts = vec![clause_marks(&t[..lead])];
+                    if crate::text::is_speakable(&t[lead..]) {
+                        parts.extend(self.phonemize(voice, &t[lead..])?);
+                    }
+                    merge_marks(parts)
+                }
+            };
+            for (i, part) in parts.into_iter().enumerate() {
+                if part.is_empty() {
+                    continue;
+                }
+                match sentences.last_mut() {
+                    Some(last) if i == 0 && !closed => {
+                        let punctuation = part[0].chars().all(|c| ".,?!:;".contains(c));
+                        if !punctuation && last.last().is_some_and(|p| p != " ") {
+                            last.push(" ".to_owned());
+                        }
+                        last.extend(part);
+                    }
+                    _ => sentences.push(part),
+                }
+                closed = sentences
+                    .last()
+                    .and_then(|s| s.iter().rev().find(|p| *p != " "))
+                    .is_some_and(|p| matches!(p.as_str(), "." | "?" | "!"));
+            }
+        }
+        Ok(sentences)
+    }
+}
+
+/// The clause punctuation in `text` as phonemes (`,` `:` `;` followed by a space).
+fn clause_marks(text: &str) -> SentencePhonemes {
+    text.chars()
+        .filter(|c| matches!(c, '.' | ',' | '?' | '!' | ':' | ';'))
+        .flat_map(|c| {
+            let space = matches!(c, ',' | ':' | ';').then(|| " ".to_owned());
+            std::iter::once(c.to_string()).chain(space)
+        })
+        .collect()
+}
+
+/// Leading marks join the first sentence after them, unless they end a sentence themselves.
+fn merge_marks(mut parts: Vec<SentencePhonemes>) -> Vec<SentencePhonemes> {
+    let ends = parts[0]
+        .iter()
+        .any(|p| matches!(p.as_str(), "." | "?" | "!"));
+    if parts.len() > 1 && !ends {
+        let marks = parts.remove(0);
+        parts[0].splice(0..0, marks);
+    }
+    parts
 }
 
 fn start() -> Result<Phonemizer, PhonemizeError> {
@@ -278,6 +354,32 @@ mod tests {
     fn nothing_speakable_gives_no_sentences() {
         let p = Phonemizer::global().unwrap();
         assert!(p.phonemize("en-us", "  \0 ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn ipa_pieces_are_spliced_between_words() {
+        let p = Phonemizer::global().unwrap();
+        let pieces = [
+            Piece::Text("I met ".into()),
+            Piece::Ipa("wˈɪn".into()),
+            Piece::Text(", then left. Bye".into()),
+        ];
+        let out = p.phonemize_pieces("en-us", &pieces).unwrap();
+        assert_eq!(joined(&out), vec!["aɪ mˈɛt wˈɪn, ðˈɛn lˈɛft.", "bˈaɪ"]);
+        let end = [
+            Piece::Text("Hello ".into()),
+            Piece::Ipa("wˈɪn".into()),
+            Piece::Text(".".into()),
+        ];
+        assert_eq!(
+            joined(&p.phonemize_pieces("en-us", &end).unwrap()),
+            vec!["həlˈoʊ wˈɪn."]
+        );
+        let one = [Piece::Text("Hello there.".into())];
+        assert_eq!(
+            p.phonemize_pieces("en-us", &one).unwrap(),
+            p.phonemize("en-us", "Hello there.").unwrap()
+        );
     }
 
     #[test]

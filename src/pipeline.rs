@@ -23,8 +23,9 @@ use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
+use crate::lexicon::Lexicon;
 use crate::look::{self, Framing, LookOptions};
-use crate::media::{self, Chapter, Cue, OutputMeta, VideoSettings};
+use crate::media::{self, AudioFormat, Chapter, Cue, OutputMeta, SubtitleFormat, VideoSettings};
 use crate::phonemize::Phonemizer;
 use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
@@ -52,9 +53,46 @@ pub enum CacheLocation {
     Temporary,
 }
 
+mod audio;
+
+/// What `-o` writes: the talking-portrait MP4, or audio only (no portrait, no face stages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    Mp4,
+    Audio(AudioFormat),
+}
+
+impl OutputKind {
+    /// By extension: `.m4b`, `.m4a`, `.wav` are audio only; anything else is an MP4.
+    pub fn of(path: &Path) -> OutputKind {
+        let ext = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("m4b") => OutputKind::Audio(AudioFormat::M4b),
+            Some("m4a") => OutputKind::Audio(AudioFormat::M4a),
+            Some("wav") => OutputKind::Audio(AudioFormat::Wav),
+            _ => OutputKind::Mp4,
+        }
+    }
+}
+
+/// Options beyond the video's: output kind, subtitle sidecar, extra lexicons.
+#[derive(Debug, Clone, Default)]
+pub struct ExtraOptions {
+    /// `--format`: overrides the kind the output's extension implies.
+    pub format: Option<OutputKind>,
+    /// `--subtitles`: a sidecar next to the output, one cue per sentence.
+    pub subtitles: Option<SubtitleFormat>,
+    /// `--lexicon` files, applied after the script's own lexicon (later entries win).
+    pub lexicons: Vec<PathBuf>,
+}
+
 #[derive(Debug, Clone)]
 pub struct RenderOptions {
+    /// A JSON script, an EPUB, Markdown or plain-text file (see `book`).
     pub script: PathBuf,
+    /// Empty for audio-only outputs, which need no portrait.
     pub portrait: PathBuf,
     pub output: PathBuf,
     pub assets: Assets,
@@ -75,12 +113,15 @@ pub struct RenderOptions {
     pub noise: bool,
     /// Backend, precision, engines and batching (a worker's renders share one service).
     pub speech: SpeechSetup,
+    pub extra: ExtraOptions,
 }
 
 /// What a render did and how long each part took.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RenderReport {
     pub output: PathBuf,
+    /// The subtitle sidecar, with `--subtitles`.
+    pub subtitles: Option<PathBuf>,
     pub bytes: u64,
     pub audio_seconds: f64,
     pub frames: u64,
@@ -158,34 +199,43 @@ pub struct Prepared {
     pub plan: Plan,
 }
 
-/// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
-/// checks first, so bad input fails in milliseconds.
-pub fn prepare(
+/// The script (any input kind, with every lexicon merged) and the speech engine; the output is
+/// checked against every input, and the lexicon's IPA against the voice, before any synthesis.
+pub fn load_inputs(
     opts: &RenderOptions,
     service: &SpeechService,
     progress: &dyn Progress,
     clock: &Clock,
-    cancel: &AtomicBool,
-) -> Result<Prepared> {
+) -> Result<(Script, SpeechEngine)> {
     let t = Instant::now();
     guard::regular_input(&opts.script, "script")?;
-    guard::regular_input(&opts.portrait, "portrait")?;
-    let script = Script::load(&opts.script)?;
+    let (mut script, notes) = crate::book::load_script(&opts.script)?;
+    for message in notes {
+        progress.event(Event::Warning { message });
+    }
+    for path in &opts.extra.lexicons {
+        let more = Lexicon::load(path)?;
+        script
+            .lexicon
+            .get_or_insert_with(Lexicon::default)
+            .merge(more);
+    }
     let voice_name = opts
         .voice
         .clone()
         .or_else(|| script.voice.clone())
         .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
     let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
-    guard::check_output(
-        &opts.output,
-        &[
-            ("script", &opts.script),
-            ("portrait", &opts.portrait),
-            ("voice model", &voice.model),
-            ("voice config", &voice.config),
-        ],
-    )?;
+    let mut inputs = vec![
+        ("script", opts.script.as_path()),
+        ("voice model", voice.model.as_path()),
+        ("voice config", voice.config.as_path()),
+    ];
+    if !opts.portrait.as_os_str().is_empty() {
+        inputs.push(("portrait", opts.portrait.as_path()));
+    }
+    inputs.extend(opts.extra.lexicons.iter().map(|l| ("lexicon", l.as_path())));
+    guard::check_output(&opts.output, &inputs)?;
     let engine = SpeechEngine::new(
         service,
         SpeechOptions {
@@ -195,8 +245,56 @@ pub fn prepare(
             speaker: 0,
         },
     )?;
+    if let Some(lexicon) = &script.lexicon {
+        let voice = engine.config();
+        lexicon.check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))?;
+    }
     clock.add(Stage::Script, t.elapsed());
+    Ok((script, engine))
+}
 
+/// Text, phonemes and phrase keys of every sentence.
+fn build_plan(
+    script: &Script,
+    engine: &SpeechEngine,
+    progress: &dyn Progress,
+    clock: &Clock,
+    cancel: &AtomicBool,
+) -> Result<Plan> {
+    progress.event(Event::Start {
+        stage: Stage::Phonemes,
+        total: script.segments.len() as u64,
+    });
+    let plan = Plan::build(
+        script,
+        engine.config(),
+        engine.identity(),
+        &Phonemizer::global()?,
+        clock,
+        cancel,
+    )?;
+    progress.event(Event::Finish {
+        stage: Stage::Phonemes,
+    });
+    Ok(plan)
+}
+
+/// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
+/// checks first, so bad input fails in milliseconds.
+pub fn prepare(
+    opts: &RenderOptions,
+    service: &SpeechService,
+    progress: &dyn Progress,
+    clock: &Clock,
+    cancel: &AtomicBool,
+) -> Result<Prepared> {
+    if opts.portrait.as_os_str().is_empty() {
+        return Err(Error::Usage(
+            "a video needs a portrait: talker render SCRIPT PORTRAIT -o talk.mp4 (audio-only outputs, -o book.m4b or .wav, need none)".into(),
+        ));
+    }
+    guard::regular_input(&opts.portrait, "portrait")?;
+    let (script, engine) = load_inputs(opts, service, progress, clock)?;
     let t = Instant::now();
     progress.event(Event::Start {
         stage: Stage::Face,
@@ -244,22 +342,8 @@ pub fn prepare(
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
 
-    progress.event(Event::Start {
-        stage: Stage::Phonemes,
-        total: script.segments.len() as u64,
-    });
-    let mut plan = Plan::build(
-        &script,
-        engine.config(),
-        engine.identity(),
-        &Phonemizer::global()?,
-        clock,
-        cancel,
-    )?;
+    let mut plan = build_plan(&script, &engine, progress, clock, cancel)?;
     plan.assign_chunk_keys(&look_key);
-    progress.event(Event::Finish {
-        stage: Stage::Phonemes,
-    });
     Ok(Prepared {
         script,
         engine,
@@ -321,6 +405,9 @@ pub fn render(
 ) -> Result<RenderReport> {
     let wall = Instant::now();
     let clock = Clock::default();
+    if let OutputKind::Audio(format) = opts.extra.format.unwrap_or(OutputKind::of(&opts.output)) {
+        return audio::render_audio(opts, format, service, progress, cancel);
+    }
     let Prepared {
         script,
         mut engine,
@@ -393,6 +480,11 @@ pub fn render(
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
     let info = media::assemble(&paths, &opts.output, &meta)?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
+    let subtitles = opts
+        .extra
+        .subtitles
+        .map(|f| media::write_sidecar(&opts.output, &meta.cues, f))
+        .transpose()?;
     clock.add(Stage::Assemble, t.elapsed());
     progress.event(Event::Finish {
         stage: Stage::Assemble,
@@ -400,6 +492,7 @@ pub fn render(
 
     Ok(RenderReport {
         output: opts.output.clone(),
+        subtitles,
         bytes: info.bytes,
         audio_seconds: info.audio_samples as f64 / f64::from(sample_rate),
         frames: info.frames,
@@ -476,21 +569,26 @@ fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u3
         }
         offset += d.samples;
     }
-    let total = offset as f64 / sr;
-    let chapters = chapter_starts
+    let chapters = chapter_list(&chapter_starts, offset as f64 / sr);
+    OutputMeta {
+        title: script.title.clone(),
+        author: script.author.clone(),
+        chapters,
+        cues,
+    }
+}
+
+/// Chapters from their titles and starts: each ends where the next begins, the last at `total`.
+fn chapter_list(starts: &[(String, f64)], total: f64) -> Vec<Chapter> {
+    starts
         .iter()
         .enumerate()
         .map(|(i, (title, start))| Chapter {
             title: title.clone(),
             start: *start,
-            end: chapter_starts.get(i + 1).map_or(total, |n| n.1),
+            end: starts.get(i + 1).map_or(total, |n| n.1),
         })
-        .collect();
-    OutputMeta {
-        title: script.title.clone(),
-        chapters,
-        cues,
-    }
+        .collect()
 }
 
 /// What the threads share.

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use crate::cache::{Key, KeyBuilder};
 use crate::error::{Error, Result};
+use crate::lexicon::{Piece, key_text};
 use crate::phonemize::Phonemizer;
 use crate::progress::{Clock, Stage};
 use crate::script::Script;
@@ -119,16 +120,23 @@ impl Plan {
                     return Err(Error::Cancelled);
                 }
                 let start = plan.utterances.len();
+                // The lexicon changes only the sentences it matches, and so only their keys.
+                let lexicon = |text: &str| match &script.lexicon {
+                    Some(lexicon) => lexicon.apply(text),
+                    None => vec![Piece::Text(text.to_owned())],
+                };
+                let read_as = key_text(&lexicon(&normalized));
                 for piece in text::split_sentences(&normalized, MAX_SENTENCE_CHARS) {
                     let t = Instant::now();
-                    let phonemized = phonemizer.phonemize(&voice.espeak_voice, &piece)?;
+                    let phonemized =
+                        phonemizer.phonemize_pieces(&voice.espeak_voice, &lexicon(&piece))?;
                     clock.add(Stage::Phonemes, t.elapsed());
                     for phonemes in phonemized {
                         let parts = bounded(&phonemes, MAX_UTTERANCE_PHONEMES);
                         for part in parts.into_iter().filter(|p| has_sound(p)) {
                             let (ids, kept) = voice.ids(part);
                             let index = plan.utterances.len() - start;
-                            let key = phrase_key(&normalized, index, &ids, id);
+                            let key = phrase_key(&read_as, index, &ids, id);
                             plan.utterances.push(Utterance { ids, kept, key });
                         }
                     }

@@ -1,7 +1,7 @@
 //! The script file: JSON → a validated [`Script`].
 //!
 //! Format v1 (documented in the README):
-//! `{"title"?, "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
+//! `{"title"?, "author"?, "lexicon"? (object or path), "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
 //!   "segments": [{"text", "pause_ms"? (300), "chapter"?}, ...]}`.
 //! Validation is strict: unknown fields are refused with a "did you mean" hint, and every error
 //! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
@@ -11,6 +11,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
+
+use crate::lexicon::Lexicon;
 
 /// Scripts larger than this are refused before parsing: a ten-hour book is a few MB, and planning
 /// holds every sentence's phonemes, so this bounds its memory (documented in the README).
@@ -24,6 +26,10 @@ pub const DEFAULT_MAX_SIDE: u32 = 1080;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Script {
     pub title: Option<String>,
+    /// The book's author (MP4/M4B `artist` tag).
+    pub author: Option<String>,
+    /// Pronunciations (inline, or read from the file the field names, relative to the script).
+    pub lexicon: Option<Lexicon>,
     pub voice: Option<String>,
     pub speed: f32,
     pub fps: u32,
@@ -73,21 +79,32 @@ impl Script {
                 e.utf8_error().valid_up_to()
             ))
         })?;
-        Script::parse(&text).map_err(|mut e| {
-            e.file = path.to_path_buf();
+        let base = path.parent().unwrap_or(Path::new(""));
+        Script::parse_in(&text, base).map_err(|mut e| {
+            if e.file.as_os_str().is_empty() {
+                e.file = path.to_path_buf();
+            }
             e
         })
     }
 
     /// Parses script text; errors carry an empty `file` that [`Script::load`] fills in.
     pub fn parse(text: &str) -> Result<Script, ScriptError> {
+        Script::parse_in(text, Path::new(""))
+    }
+
+    /// As [`Script::parse`], with a `lexicon` path read relative to `base`.
+    pub fn parse_in(text: &str, base: &Path) -> Result<Script, ScriptError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let value: Value = serde_json::from_str(text).map_err(|e| ScriptError {
             file: PathBuf::new(),
             at: format!("line {}, column {}", e.line(), e.column()),
             message: format!("invalid JSON: {e}"),
         })?;
-        let mut v = Validator::default();
+        let mut v = Validator {
+            error: None,
+            base: base.to_path_buf(),
+        };
         let script = v.script(&value);
         match (script, v.error) {
             (Some(s), None) => Ok(s),
@@ -141,12 +158,15 @@ pub(crate) fn read_input(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
 }
 
 /// Walks the JSON value, remembering the first error.
-#[derive(Default)]
 struct Validator {
     error: Option<ScriptError>,
+    /// Where a `lexicon` path is relative to.
+    base: PathBuf,
 }
 
-const TOP_FIELDS: &[&str] = &["title", "voice", "speed", "fps", "size", "segments"];
+const TOP_FIELDS: &[&str] = &[
+    "title", "author", "lexicon", "voice", "speed", "fps", "size", "segments",
+];
 const SEGMENT_FIELDS: &[&str] = &["text", "pause_ms", "chapter"];
 
 impl Validator {
@@ -236,6 +256,8 @@ impl Validator {
     fn script(&mut self, root: &Value) -> Option<Script> {
         let obj = self.object(root, "", TOP_FIELDS)?;
         let title = obj.get("title").map(|v| self.label(v, "title"));
+        let author = obj.get("author").map(|v| self.label(v, "author"));
+        let lexicon = obj.get("lexicon").map(|v| self.lexicon(v));
         let voice = obj.get("voice").map(|v| self.string(v, "voice", 4096));
         let speed = match obj.get("speed") {
             None => Some(1.0),
@@ -260,12 +282,29 @@ impl Validator {
         };
         Some(Script {
             title: title.map_or(Some(None), |t| t.map(Some))?,
+            author: author.map_or(Some(None), |t| t.map(Some))?,
+            lexicon: lexicon.map_or(Some(None), |l| l.map(Some))?,
             voice: voice.map_or(Some(None), |t| t.map(Some))?,
             speed: speed?,
             fps: fps?,
             size: size.map_or(Some(None), |s| s.map(Some))?,
             segments: segments?,
         })
+    }
+
+    /// Inline entries, or a path to a lexicon file (whose own errors name that file).
+    fn lexicon(&mut self, v: &Value) -> Option<Lexicon> {
+        let result = match v {
+            Value::String(p) if !p.trim().is_empty() => Lexicon::load(&self.base.join(p)),
+            _ => Lexicon::from_json(v, Path::new(""), "lexicon"),
+        };
+        match result {
+            Ok(l) => Some(l),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                None
+            }
+        }
     }
 
     fn size(&mut self, v: &Value) -> Option<(u32, u32)> {
@@ -329,6 +368,55 @@ impl Validator {
             });
         }
         Some(out)
+    }
+}
+
+impl Script {
+    /// The script as JSON, in the format [`Script::parse`] reads (defaults left out); what
+    /// `talker script convert` writes.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_owned(), v);
+        };
+        if let Some(t) = &self.title {
+            put("title", t.as_str().into());
+        }
+        if let Some(a) = &self.author {
+            put("author", a.as_str().into());
+        }
+        if let Some(l) = &self.lexicon {
+            put("lexicon", l.to_json());
+        }
+        if let Some(v) = &self.voice {
+            put("voice", v.as_str().into());
+        }
+        if self.speed != 1.0 {
+            put("speed", f64::from(self.speed).into());
+        }
+        if self.fps != DEFAULT_FPS {
+            put("fps", self.fps.into());
+        }
+        if let Some((w, h)) = self.size {
+            put("size", serde_json::json!([w, h]));
+        }
+        let segments = self
+            .segments
+            .iter()
+            .map(|s| {
+                let mut o = Map::new();
+                o.insert("text".into(), s.text.as_str().into());
+                if s.pause_ms != DEFAULT_PAUSE_MS {
+                    o.insert("pause_ms".into(), s.pause_ms.into());
+                }
+                if let Some(c) = &s.chapter {
+                    o.insert("chapter".into(), c.as_str().into());
+                }
+                Value::Object(o)
+            })
+            .collect();
+        put("segments", Value::Array(segments));
+        Value::Object(m)
     }
 }
 
@@ -491,6 +579,47 @@ mod tests {
             assert_eq!(e.at, at, "{text}: {e}");
             assert!(e.message.contains(msg), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn to_json_round_trips() {
+        let s = Script::parse(
+            r#"{"title":"T","author":"A","lexicon":{"Nguyen":"win"},"speed":1.5,"fps":30,"size":[64,64],
+                "segments":[{"text":"One.","pause_ms":0,"chapter":"Intro"},{"text":"Two."}]}"#,
+        )
+        .unwrap();
+        let again = Script::parse(&s.to_json().to_string()).unwrap();
+        assert_eq!(again, s);
+        assert_eq!(s.author.as_deref(), Some("A"));
+    }
+
+    #[test]
+    fn lexicon_paths_are_relative_to_the_script() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("names.json"), r#"{"Nguyen": "win"}"#).unwrap();
+        let script = dir.path().join("s.json");
+        std::fs::write(
+            &script,
+            r#"{"lexicon":"names.json","segments":[{"text":"Hi."}]}"#,
+        )
+        .unwrap();
+        let s = Script::load(&script).unwrap();
+        assert_eq!(s.lexicon.unwrap().entries().len(), 1);
+        std::fs::write(
+            &script,
+            r#"{"lexicon":"nope.json","segments":[{"text":"Hi."}]}"#,
+        )
+        .unwrap();
+        let e = Script::load(&script).unwrap_err();
+        assert!(e.file.ends_with("nope.json"), "{e}");
+        std::fs::write(
+            &script,
+            r#"{"lexicon":{"x":1},"segments":[{"text":"Hi."}]}"#,
+        )
+        .unwrap();
+        let e = Script::load(&script).unwrap_err();
+        assert_eq!(e.at, "lexicon[\"x\"]");
+        assert_eq!(e.file, script);
     }
 
     #[test]

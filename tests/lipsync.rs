@@ -157,6 +157,7 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
                 .map_err(|e| e.to_string()),
             1,
         ),
+        extra: Default::default(),
     };
     let clock = Clock::default();
     let service = SpeechService::start(&opts.speech).unwrap();

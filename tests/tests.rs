@@ -1,6 +1,7 @@
 //! Integration tests. They run on the real models that scripts/fetch-assets installs.
 
 mod bad_input;
+mod books;
 mod cache;
 #[cfg(feature = "cuda")]
 mod gpu;

@@ -19,6 +19,8 @@ const AFTER_HELP: &str = "\
 Examples:
   talker render examples/script.json examples/portrait.png -o talk.mp4
   talker render book.json face.jpg -o book.mp4 --framing head --size 720x720
+  talker render book.epub -o book.m4b --subtitles vtt --lexicon names.json
+  talker script convert notes.md -o notes.json
   talker preview examples/script.json examples/portrait.png -o sheet.png
   talker cache stats
 
@@ -56,7 +58,8 @@ pub struct Global {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Render SCRIPT spoken by PORTRAIT to an MP4.
+    /// Render SCRIPT (JSON, EPUB, Markdown or text) spoken by PORTRAIT to an MP4, or to audio
+    /// only (.m4b, .m4a, .wav; no portrait).
     #[cfg(feature = "render")]
     Render(RenderArgs),
     /// Draw a contact sheet: one labelled frame per mouth shape (viseme), taken from the script's
@@ -72,6 +75,12 @@ pub enum Command {
     Engine {
         #[command(subcommand)]
         action: super::engine::EngineAction,
+    },
+    /// Work with scripts: convert a book (EPUB, Markdown, text) to the JSON a render would use.
+    #[cfg(feature = "render")]
+    Script {
+        #[command(subcommand)]
+        action: ScriptAction,
     },
     /// Inspect or trim the cache.
     Cache {
@@ -127,6 +136,49 @@ pub enum CacheAction {
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         max_size: u64,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScriptAction {
+    /// Write the JSON script that `talker render INPUT` would use, to read or edit it; rendering
+    /// the JSON gives the same output as rendering INPUT.
+    Convert(ConvertArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// An EPUB (2 or 3), Markdown (.md, .markdown), plain text (.txt) or JSON script.
+    pub input: PathBuf,
+    /// The JSON script to write (refused if it exists, unless --force).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Pronunciation lexicons (JSON) to include, later ones winning; repeat for several.
+    #[arg(long, value_name = "FILE")]
+    pub lexicon: Vec<PathBuf>,
+    /// Replace OUTPUT if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// What `-o` writes, when its extension should not decide.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum FormatArg {
+    /// Talking-portrait video (H.264 + AAC, subtitles, chapters).
+    Mp4,
+    /// Audiobook: AAC with chapters, title and author; no portrait needed.
+    M4b,
+    /// AAC with chapters, title and author; no portrait needed.
+    M4a,
+    /// 16-bit PCM at the voice's sample rate; no portrait needed.
+    Wav,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SubtitlesArg {
+    /// SubRip (.srt).
+    Srt,
+    /// WebVTT (.vtt).
+    Vtt,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -205,13 +257,25 @@ pub struct LookArgs {
 #[cfg(feature = "render")]
 #[derive(Debug, Args, Clone)]
 pub struct RenderArgs {
-    /// The script (JSON; format in the README).
+    /// The script: JSON (format in the README), or a book as it comes: EPUB, Markdown (.md) or
+    /// plain text (.txt).
     pub script: PathBuf,
-    /// The portrait (PNG or JPEG, one clearly visible face).
-    pub portrait: PathBuf,
-    /// Output MP4 [default: the script's name with .mp4, beside it].
+    /// The portrait (PNG or JPEG, one clearly visible face); not needed for audio-only outputs.
+    pub portrait: Option<PathBuf>,
+    /// Output file; its extension picks the kind: .mp4 video, .m4b/.m4a AAC audio with chapters,
+    /// .wav 16-bit PCM [default: the script's name with .mp4, beside it].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write this kind whatever the output's extension.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Also write subtitles next to the output (book.m4b → book.srt), one cue per sentence.
+    #[arg(long, value_enum)]
+    pub subtitles: Option<SubtitlesArg>,
+    /// Pronunciation lexicon (JSON: {"Nguyen": "win", "Siobhan": {"ipa": "ʃɪvˈɔːn"}}), applied
+    /// after the script's own; repeat for several, later ones winning.
+    #[arg(long, value_name = "FILE")]
+    pub lexicon: Vec<PathBuf>,
     /// Voice: a name in the assets' voices/ folder or a path to a Piper .onnx [default: the script's, else en_US-joe-medium].
     #[arg(long)]
     pub voice: Option<String>,

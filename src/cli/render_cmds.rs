@@ -5,17 +5,21 @@ use std::sync::atomic::AtomicBool;
 
 use std::time::Duration;
 
-use talker::Result;
 use talker::assets::Assets;
 use talker::look::Framing;
-use talker::pipeline::{CacheLocation, RenderOptions, RenderReport, render};
+use talker::media::{AudioFormat, SubtitleFormat};
+use talker::pipeline::{
+    CacheLocation, ExtraOptions, OutputKind, RenderOptions, RenderReport, render,
+};
+use talker::progress::{Event, Progress};
 use talker::speech::SpeechService;
 use talker::tts::batch::BatchLimits;
 use talker::tts::select::{self, BackendChoice, SpeechSetup};
+use talker::{Error, Result};
 
 use super::args::{
-    BackendArg, BenchArgs, FramingArg, Global, LookArgs, PrecisionArg, PreviewArgs, RenderArgs,
-    SpeechArgs,
+    BackendArg, BenchArgs, ConvertArgs, FormatArg, FramingArg, Global, LookArgs, PrecisionArg,
+    PreviewArgs, RenderArgs, SpeechArgs, SubtitlesArg,
 };
 use super::commands::cache_dir;
 use super::ui::Ui;
@@ -84,7 +88,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
     };
     Ok(RenderOptions {
         script: args.script.clone(),
-        portrait: args.portrait.clone(),
+        portrait: args.portrait.clone().unwrap_or_default(),
         output: args
             .output
             .clone()
@@ -109,6 +113,19 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         threads,
         noise: !args.deterministic,
         speech: speech_setup(&args.speech, global, threads, 1, cpu_limits)?,
+        extra: ExtraOptions {
+            format: args.format.map(|f| match f {
+                FormatArg::Mp4 => OutputKind::Mp4,
+                FormatArg::M4b => OutputKind::Audio(AudioFormat::M4b),
+                FormatArg::M4a => OutputKind::Audio(AudioFormat::M4a),
+                FormatArg::Wav => OutputKind::Audio(AudioFormat::Wav),
+            }),
+            subtitles: args.subtitles.map(|s| match s {
+                SubtitlesArg::Srt => SubtitleFormat::Srt,
+                SubtitlesArg::Vtt => SubtitleFormat::Vtt,
+            }),
+            lexicons: args.lexicon.clone(),
+        },
     })
 }
 
@@ -117,6 +134,20 @@ pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBo
     let service = start_speech(&opts.speech, ui)?;
     let report = render(&opts, &service, ui, cancel)?;
     announce(global, ui, &report, || {
+        if report.frames == 0 {
+            return format!(
+                "wrote {} ({:.1} s of audio) in {:.1} s: {:.1}x real time{}",
+                report.output.display(),
+                report.audio_seconds,
+                report.wall_seconds,
+                report.audio_seconds / report.wall_seconds.max(1e-9),
+                report
+                    .subtitles
+                    .as_ref()
+                    .map(|s| format!("; subtitles {}", s.display()))
+                    .unwrap_or_default()
+            );
+        }
         format!(
             "wrote {} ({:.1} s, {} frames, {}x{}) in {:.1} s: {:.1}x real time; {} of {} chunks reused; {}",
             report.output.display(),
@@ -151,8 +182,11 @@ pub fn speech_line(report: &RenderReport) -> String {
 pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
     let render = RenderArgs {
         script: args.script.clone(),
-        portrait: args.portrait.clone(),
+        portrait: Some(args.portrait.clone()),
         output: None,
+        format: None,
+        subtitles: None,
+        lexicon: Vec::new(),
         voice: None,
         look: LookArgs {
             size: None,
@@ -190,8 +224,11 @@ pub fn run_preview(
 ) -> Result<()> {
     let render = RenderArgs {
         script: args.script.clone(),
-        portrait: args.portrait.clone(),
+        portrait: Some(args.portrait.clone()),
         output: Some(args.output.clone()),
+        format: None,
+        subtitles: None,
+        lexicon: Vec::new(),
         voice: args.voice.clone(),
         look: args.look.clone(),
         crf: 20,
@@ -217,6 +254,71 @@ pub fn run_preview(
             report.found_in_script
         )
     });
+    Ok(())
+}
+
+/// `talker script convert`: the book's script as JSON, atomically, never over an existing file
+/// unless asked.
+pub fn run_convert(args: &ConvertArgs, global: &Global, ui: &Ui) -> Result<()> {
+    let (mut script, notes) = talker::book::load_script(&args.input)?;
+    for path in &args.lexicon {
+        let more = talker::lexicon::Lexicon::load(path)?;
+        script
+            .lexicon
+            .get_or_insert_with(Default::default)
+            .merge(more);
+    }
+    for note in &notes {
+        ui.event(Event::Warning {
+            message: note.clone(),
+        });
+    }
+    if args.output.exists() && !args.force {
+        return Err(Error::Usage(format!(
+            "{} exists; choose another -o path or pass --force to replace it",
+            args.output.display()
+        )));
+    }
+    let text = serde_json::to_string_pretty(&script.to_json()).expect("scripts serialise") + "\n";
+    write_atomically(&args.output, text.as_bytes())?;
+    let chapters = script
+        .segments
+        .iter()
+        .filter(|s| s.chapter.is_some())
+        .count();
+    let report = serde_json::json!({
+        "output": args.output,
+        "segments": script.segments.len(),
+        "chapters": chapters,
+        "title": script.title,
+        "author": script.author,
+        "notes": notes,
+    });
+    announce(global, ui, &report, || {
+        format!(
+            "wrote {}: {} segments, {chapters} chapters",
+            args.output.display(),
+            script.segments.len()
+        )
+    });
+    Ok(())
+}
+
+/// Temp file beside `path`, fsync, rename: `path` is only ever complete.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(Error::io(dir))?;
+    // A script is the user's to read and edit, not a private temp file (mode 0600).
+    let readable = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    temp.write_all(bytes)
+        .and_then(|()| temp.as_file().set_permissions(readable))
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(Error::io(path))?;
+    temp.persist(path).map_err(|e| Error::io(path)(e.error))?;
     Ok(())
 }
 

@@ -92,11 +92,15 @@ pub fn assemble(
             out.add_chapter(i as i64 + 1, MS, *start, *end, title),
         )?;
     }
+    let mut tags = Dictionary::new();
     if let Some(title) = &meta.title {
-        let mut tags = Dictionary::new();
         tags.set("title", title);
-        out.set_metadata(tags);
     }
+    if let Some(author) = &meta.author {
+        check_no_nul(author, "author")?;
+        tags.set("artist", author);
+    }
+    out.set_metadata(tags);
     let mut options = Dictionary::new();
     options.set("movflags", "+faststart");
     ff(

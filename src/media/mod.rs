@@ -11,6 +11,7 @@
 mod aac;
 mod assemble;
 mod atomic;
+mod audio;
 pub use atomic::remove_stale_partials;
 mod chunk;
 mod error;
@@ -22,10 +23,11 @@ mod tests;
 use std::sync::OnceLock;
 
 pub use assemble::assemble;
+pub use audio::{AudioFormat, AudioMeta, AudioWriter};
 pub use chunk::ChunkWriter;
 pub use error::MediaError;
 pub use probe::probe_chunk;
-pub use subtitles::{srt_text, write_srt};
+pub use subtitles::{SubtitleFormat, srt_text, vtt_text, write_sidecar, write_srt};
 
 /// x264 presets accepted by `VideoSettings` (checked up front so a typo fails before any work).
 pub const X264_PRESETS: [&str; 10] = [
@@ -154,6 +156,8 @@ pub struct Cue {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputMeta {
     pub title: Option<String>,
+    /// The `artist` tag.
+    pub author: Option<String>,
     pub chapters: Vec<Chapter>,
     pub cues: Vec<Cue>,
 }

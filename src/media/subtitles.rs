@@ -1,4 +1,4 @@
-//! Subtitle cues: the MP4's mov_text track and an optional sidecar .srt.
+//! Subtitle cues: the MP4's mov_text track and an optional sidecar .srt or .vtt.
 //!
 //! Input: `Cue`s in seconds, in any order. Output: timed text samples in milliseconds
 //! (sorted, overlaps clipped, empty ones dropped), as mov_text packets or SRT text.
@@ -178,6 +178,70 @@ pub fn write_srt(path: &Path, cues: &[Cue]) -> Result<(), MediaError> {
     partial.commit().map(drop)
 }
 
+/// The cues as WebVTT text (same sorting and clipping as the mov_text track).
+pub fn vtt_text(cues: &[Cue]) -> Result<String, MediaError> {
+    let mut s = String::from("WEBVTT\n\n");
+    for (i, cue) in prepare_cues(cues)?.iter().enumerate() {
+        // "-->" would end the timing line early inside a cue's text.
+        let text = cue.text.replace("-->", "->");
+        s.push_str(&format!(
+            "{}\n{} --> {}\n{}\n\n",
+            i + 1,
+            vtt_time(cue.start_ms),
+            vtt_time(cue.end_ms),
+            text
+        ));
+    }
+    Ok(s)
+}
+
+/// Sidecar subtitle formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubtitleFormat {
+    Srt,
+    Vtt,
+}
+
+impl SubtitleFormat {
+    pub fn extension(self) -> &'static str {
+        match self {
+            SubtitleFormat::Srt => "srt",
+            SubtitleFormat::Vtt => "vtt",
+        }
+    }
+}
+
+/// Writes the sidecar next to `output` (`book.m4b` → `book.srt`), atomically; returns its path.
+pub fn write_sidecar(
+    output: &Path,
+    cues: &[Cue],
+    format: SubtitleFormat,
+) -> Result<std::path::PathBuf, MediaError> {
+    let path = output.with_extension(format.extension());
+    let text = match format {
+        SubtitleFormat::Srt => srt_text(cues)?,
+        SubtitleFormat::Vtt => vtt_text(cues)?,
+    };
+    let partial = PartialFile::new(&path)?;
+    io(
+        &path,
+        "write subtitles",
+        std::fs::write(partial.path(), text),
+    )?;
+    partial.commit()?;
+    Ok(path)
+}
+
+fn vtt_time(ms: i64) -> String {
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
 fn srt_time(ms: i64) -> String {
     format!(
         "{:02}:{:02}:{:02},{:03}",
@@ -186,4 +250,36 @@ fn srt_time(ms: i64) -> String {
         ms / 1000 % 60,
         ms % 1000
     )
+}
+
+#[cfg(test)]
+mod sidecar_tests {
+    use super::*;
+
+    #[test]
+    fn vtt_and_srt_share_the_clock() {
+        let cues = [
+            Cue {
+                text: "Two --> three".into(),
+                start: 3723.5,
+                end: 3724.0,
+            },
+            Cue {
+                text: "One.".into(),
+                start: 0.25,
+                end: 1.0,
+            },
+        ];
+        let vtt = vtt_text(&cues).unwrap();
+        assert!(
+            vtt.starts_with("WEBVTT\n\n1\n00:00:00.250 --> 00:00:01.000\nOne.\n"),
+            "{vtt}"
+        );
+        assert!(
+            vtt.contains("01:02:03.500 --> 01:02:04.000\nTwo -> three"),
+            "{vtt}"
+        );
+        let srt = srt_text(&cues).unwrap();
+        assert!(srt.contains("00:00:00,250 --> 00:00:01,000"), "{srt}");
+    }
 }

@@ -510,6 +510,7 @@ impl Job {
             threads: env.threads.max(1),
             noise: true,
             speech: env.speech.clone(),
+            extra: Default::default(),
         }
     }
 }

@@ -204,6 +204,11 @@ impl VoiceConfig {
         })
     }
 
+    /// Whether the voice has an id for this phoneme (lexicon IPA is checked against it).
+    pub fn has_symbol(&self, symbol: &str) -> bool {
+        self.id_map.contains_key(symbol)
+    }
+
     /// Piper's id sequence: `^ _`, then each known phoneme followed by `_`, then `$`.
     ///
     /// Returns the ids and, for each phoneme kept (BOS first, EOS last), how many ids it produced, so

@@ -119,6 +119,7 @@ fn chapters_and_subtitles_are_written() {
     write_chunk(&chunk, &small(25), 22050, 75, 66150);
     let meta = OutputMeta {
         title: None,
+        author: None,
         chapters: vec![
             Chapter {
                 title: "Opening".into(),

@@ -1,0 +1,26 @@
+//! Fuzz target for the EPUB reader (ZIP, container, OPF, nav/NCX, XHTML).
+//!
+//! Input: arbitrary bytes as an EPUB file. Checks: `read_epub_from` never panics and never reads
+//! past its size caps; whatever it accepts becomes a script whose JSON parses back to the same
+//! script (what `talker script convert` promises).
+#![no_main]
+
+use std::io::Cursor;
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+use talker::book::read_epub_from;
+use talker::script::Script;
+
+fuzz_target!(|data: &[u8]| {
+    let path = Path::new("fuzz.epub");
+    match read_epub_from(path, Cursor::new(data)) {
+        Ok(book) => {
+            if let Ok(script) = book.into_script(path) {
+                let again = Script::parse(&script.to_json().to_string()).expect("converted JSON parses");
+                assert_eq!(again, script);
+            }
+        }
+        Err(e) => assert!(!e.message.is_empty()),
+    }
+});

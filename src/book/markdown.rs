@@ -1,0 +1,125 @@
+//! Markdown (CommonMark, through `pulldown-cmark`).
+//!
+//! - Headings (ATX `#` and setext `===`/`---`) are read aloud as their own segment. Levels 1 and 2
+//!   start a chapter titled with the heading's text; levels 3–6 do not (they are sections inside
+//!   a chapter).
+//! - Paragraphs and list items become segments; emphasis, strong, strikethrough, inline code and
+//!   links are read as their text.
+//! - Code blocks and HTML blocks are skipped with a warning naming the line; images (their alt
+//!   text too) and inline HTML are skipped silently.
+
+use std::path::Path;
+
+use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
+
+use super::{Book, HEADING_PAUSE_MS};
+use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
+
+pub fn read_markdown(path: &Path, text: &str) -> Result<Book, ScriptError> {
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let line_of = |offset: usize| line_starts.partition_point(|&s| s <= offset);
+    let mut book = Book::default();
+    let mut chapter: Option<String> = None;
+    let mut buf = String::new();
+    // Inside a code block, HTML block or image: text there is not read.
+    let mut skip_depth = 0usize;
+    for (event, range) in Parser::new(text).into_offset_iter() {
+        match event {
+            Event::Start(Tag::CodeBlock(_)) => {
+                book.notes.push(format!(
+                    "{}: line {}: code block skipped (code is not read aloud)",
+                    path.display(),
+                    line_of(range.start)
+                ));
+                skip_depth += 1;
+            }
+            Event::Start(Tag::HtmlBlock) => {
+                book.notes.push(format!(
+                    "{}: line {}: HTML block skipped",
+                    path.display(),
+                    line_of(range.start)
+                ));
+                skip_depth += 1;
+            }
+            Event::Start(Tag::Image { .. }) => skip_depth += 1,
+            Event::End(TagEnd::CodeBlock | TagEnd::HtmlBlock | TagEnd::Image) => {
+                skip_depth = skip_depth.saturating_sub(1);
+            }
+            _ if skip_depth > 0 => {}
+            Event::Start(Tag::Heading { .. }) => {
+                flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+            }
+            Event::End(TagEnd::Heading(level)) => {
+                if matches!(level, HeadingLevel::H1 | HeadingLevel::H2)
+                    && crate::text::is_speakable(&buf)
+                {
+                    chapter = Some(super::collapse(&buf));
+                }
+                flush(&mut book, &mut buf, HEADING_PAUSE_MS, &mut chapter);
+            }
+            Event::Start(Tag::Paragraph | Tag::Item | Tag::BlockQuote(_))
+            | Event::End(TagEnd::Paragraph | TagEnd::Item | TagEnd::BlockQuote(_)) => {
+                flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+            }
+            Event::Text(t) | Event::Code(t) => buf.push_str(&t),
+            Event::SoftBreak | Event::HardBreak => buf.push(' '),
+            _ => {}
+        }
+    }
+    flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+    Ok(book)
+}
+
+fn flush(book: &mut Book, buf: &mut String, pause_ms: u32, chapter: &mut Option<String>) {
+    if !buf.trim().is_empty() {
+        book.push(buf, pause_ms, chapter);
+    }
+    buf.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(b: &Book) -> Vec<(&str, Option<&str>)> {
+        b.segments
+            .iter()
+            .map(|s| (s.text.as_str(), s.chapter.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn every_construct() {
+        let md = "Book Title\n==========\n\nAn *opening* line with a [link](http://x.example) and `code`.\n\n\
+## Chapter Two\n\n- first item\n- second **item**\n\n### A section\n\n```rust\nfn main() {}\n```\n\n\
+<div>\nhidden html\n</div>\n\nSetext two\n----------\n\n> quoted words\n\n![alt text](img.png) after image.\n";
+        let b = read_markdown(Path::new("b.md"), md).unwrap();
+        assert_eq!(
+            texts(&b),
+            [
+                ("Book Title", Some("Book Title")),
+                ("An opening line with a link and code.", None),
+                ("Chapter Two", Some("Chapter Two")),
+                ("first item", None),
+                ("second item", None),
+                ("A section", None),
+                ("Setext two", Some("Setext two")),
+                ("quoted words", None),
+                ("after image.", None),
+            ]
+        );
+        assert_eq!(b.notes.len(), 2, "{:?}", b.notes);
+        assert!(b.notes[0].contains("line 13: code block"), "{:?}", b.notes);
+        assert!(b.notes[1].contains("line 17: HTML block"), "{:?}", b.notes);
+    }
+
+    #[test]
+    fn only_code_has_nothing_to_speak() {
+        let b = read_markdown(Path::new("c.md"), "```\nlet x = 1;\n```\n").unwrap();
+        assert!(b.segments.is_empty());
+        let e = b.into_script(Path::new("c.md")).unwrap_err();
+        assert!(e.message.contains("nothing to speak"), "{e}");
+    }
+}

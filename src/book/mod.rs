@@ -1,0 +1,267 @@
+//! Books and lectures as they come: EPUB 2/3, Markdown and plain text → a [`Script`].
+//!
+//! The JSON script stays the canonical form: every reader here produces segments (one per
+//! paragraph, heading or list item) and chapter starts, and `talker script convert` writes exactly
+//! the script that a render of the book would use. Errors are [`ScriptError`]s (exit 2) naming the
+//! file and the place (a ZIP entry, a line), raised before any synthesis.
+//!
+//! Which file is which: a ZIP signature or an `.epub` extension is an EPUB, `.md`/`.markdown`
+//! Markdown, `.txt` plain text, anything else a JSON script.
+
+mod epub;
+mod markdown;
+mod text;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::script::{DEFAULT_PAUSE_MS, Script, ScriptError, Segment};
+
+pub use epub::{read_epub, read_epub_from};
+pub use markdown::read_markdown;
+pub use text::read_text;
+
+/// Silence after a heading: a little longer than after a paragraph, as a narrator pauses.
+pub const HEADING_PAUSE_MS: u32 = 700;
+/// Books larger than this (text files, or one EPUB entry decompressed) are refused.
+pub const MAX_TEXT_BYTES: u64 = 64 << 20;
+/// Chapter titles and the book's title and author are cut to this many characters.
+const MAX_TITLE_CHARS: usize = 500;
+/// Segments longer than this are cut at sentence ends (the script's own limit is 200 000).
+const MAX_SEGMENT_CHARS: usize = 100_000;
+
+/// What a reader found: the book's metadata, its segments and what it left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Book {
+    pub title: Option<String>,
+    pub author: Option<String>,
+    pub segments: Vec<Segment>,
+    /// Warnings for the user: skipped code blocks, images, scripts (with where they were).
+    pub notes: Vec<String>,
+}
+
+/// The kinds of input `talker render` and `talker script convert` accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Json,
+    Epub,
+    Markdown,
+    Text,
+}
+
+impl InputKind {
+    /// By extension, except that a ZIP signature always means EPUB.
+    pub fn detect(path: &Path) -> InputKind {
+        let ext = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let mut magic = [0u8; 4];
+        let zip = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok()
+            && magic == *b"PK\x03\x04";
+        match ext.as_str() {
+            _ if zip => InputKind::Epub,
+            "epub" => InputKind::Epub,
+            "md" | "markdown" => InputKind::Markdown,
+            "txt" | "text" => InputKind::Text,
+            _ => InputKind::Json,
+        }
+    }
+}
+
+/// The script `path` stands for, and the readers' notes (empty for JSON scripts).
+pub fn load_script(path: &Path) -> Result<(Script, Vec<String>), ScriptError> {
+    // A device or FIFO would be read forever; a missing file gets its loader's message.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return Err(fail(
+            path,
+            "",
+            "is not a regular file (a device or a pipe); give the path of a script or a book",
+        ));
+    }
+    let book = match InputKind::detect(path) {
+        InputKind::Json => return Script::load(path).map(|s| (s, Vec::new())),
+        InputKind::Epub => read_epub(path)?,
+        InputKind::Markdown => read_markdown(path, &read_utf8(path)?)?,
+        InputKind::Text => read_text(path, &read_utf8(path)?)?,
+    };
+    let notes = book.notes.clone();
+    Ok((book.into_script(path)?, notes))
+}
+
+impl Book {
+    /// The script of this book; refuses a book with nothing to speak.
+    pub fn into_script(self, path: &Path) -> Result<Script, ScriptError> {
+        if self.segments.is_empty() {
+            return Err(fail(
+                path,
+                "",
+                "has nothing to speak (no paragraph, heading or list item with words); check that it is the right file",
+            ));
+        }
+        Ok(Script {
+            title: self.title.map(|t| clip(&t, MAX_TITLE_CHARS)),
+            author: self.author.map(|t| clip(&t, MAX_TITLE_CHARS)),
+            voice: None,
+            speed: 1.0,
+            fps: crate::script::DEFAULT_FPS,
+            size: None,
+            lexicon: None,
+            segments: self.segments,
+        })
+    }
+
+    /// Adds a paragraph (whitespace collapsed) if it has something to say; `chapter` starts a
+    /// chapter here (a pending one waits for the next speakable paragraph).
+    pub(crate) fn push(&mut self, text: &str, pause_ms: u32, chapter: &mut Option<String>) {
+        let text = collapse(text);
+        if !crate::text::is_speakable(&text) {
+            return;
+        }
+        for (i, piece) in cut(&text, MAX_SEGMENT_CHARS).into_iter().enumerate() {
+            self.segments.push(Segment {
+                text: piece,
+                pause_ms: if i == 0 { pause_ms } else { DEFAULT_PAUSE_MS },
+                chapter: if i == 0 {
+                    chapter.take().map(|c| clip(&c, MAX_TITLE_CHARS))
+                } else {
+                    None
+                },
+            });
+        }
+    }
+}
+
+/// The file as UTF-8 text (a BOM removed), refused with the byte offset and line if it is not.
+pub(crate) fn read_utf8(path: &Path) -> Result<String, ScriptError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| fail(path, "", &format!("cannot read the file: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail(
+            path,
+            "",
+            "is not a regular file (a directory or a device); give the path of a book",
+        ));
+    }
+    let too_big = || {
+        fail(
+            path,
+            "",
+            "is larger than 64 MiB; split such a book into several files",
+        )
+    };
+    if meta.len() > MAX_TEXT_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_TEXT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| fail(path, "", &format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_TEXT_BYTES {
+        return Err(too_big());
+    }
+    utf8(path, bytes)
+}
+
+/// Bytes → text (a BOM removed), or an error naming the line and byte of the first bad byte.
+pub fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, ScriptError> {
+    match String::from_utf8(bytes) {
+        Ok(mut s) => {
+            if s.starts_with('\u{feff}') {
+                s.drain(..3);
+            }
+            Ok(s)
+        }
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            Err(fail(
+                path,
+                &format!("line {line} (byte {at})"),
+                "is not UTF-8 text; other encodings (Latin-1, UTF-16, Windows-1252) are not read: convert it first, e.g. iconv -f LATIN1 -t UTF-8",
+            ))
+        }
+    }
+}
+
+pub(crate) fn fail(path: &Path, at: &str, message: &str) -> ScriptError {
+    ScriptError {
+        file: PathBuf::from(path),
+        at: at.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// Whitespace runs (newlines included) become one space.
+pub(crate) fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let text = collapse(text);
+    match text.char_indices().nth(max) {
+        Some((i, _)) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+/// Pieces of at most `max` characters, cut after a sentence end where there is one.
+fn cut(text: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.chars().count() > max {
+        let limit = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let head = &rest[..limit];
+        let at = head
+            .rfind(". ")
+            .map(|i| i + 1)
+            .or_else(|| head.rfind(' '))
+            .filter(|&i| i > 0)
+            .unwrap_or(limit);
+        out.push(rest[..at].trim().to_owned());
+        rest = rest[at..].trim_start();
+    }
+    if !rest.is_empty() {
+        out.push(rest.to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_paragraphs_are_cut_at_sentence_ends() {
+        let p = "One two. ".repeat(10);
+        let pieces = cut(p.trim(), 20);
+        assert!(pieces.iter().all(|s| s.chars().count() <= 20), "{pieces:?}");
+        assert!(pieces.iter().all(|s| s.ends_with('.')), "{pieces:?}");
+        assert_eq!(pieces.join(" "), p.trim());
+    }
+
+    #[test]
+    fn pending_chapter_goes_to_the_next_speakable_paragraph() {
+        let mut b = Book::default();
+        let mut ch = Some("One".to_owned());
+        b.push("  ...  ", 300, &mut ch);
+        assert!(b.segments.is_empty());
+        b.push("Hello\n  world.", 300, &mut ch);
+        assert_eq!(b.segments[0].text, "Hello world.");
+        assert_eq!(b.segments[0].chapter.as_deref(), Some("One"));
+        assert!(ch.is_none());
+    }
+
+    #[test]
+    fn non_utf8_names_line_and_byte() {
+        let e = utf8(Path::new("x.txt"), b"ok\nbad \xe9 here".to_vec()).unwrap_err();
+        assert_eq!(e.at, "line 2 (byte 7)");
+        assert!(e.message.contains("not UTF-8"));
+        assert_eq!(
+            utf8(Path::new("x"), b"\xef\xbb\xbfhi".to_vec()).unwrap(),
+            "hi"
+        );
+    }
+}

@@ -1,0 +1,703 @@
+//! Books in (EPUB 2/3, Markdown, text), lexicon, audio-only outputs and subtitle sidecars, through
+//! the real binary on files the tests build themselves.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use talker::lexicon::Lexicon;
+use talker::phonemize::Phonemizer;
+use talker::tts::voice::VoiceConfig;
+use zip::write::SimpleFileOptions;
+
+use crate::util::{assert_success, default_voice, listing, probe, repo, talker};
+
+const CONTAINER: &str = r#"<?xml version="1.0"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+  <rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles>
+</container>"#;
+
+/// Two chapters in two files; chapter 2 is nested under "Part Two" in the table of contents and
+/// starts at an element id; one image, one script, a nav document in the spine.
+const CH1: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">
+<head><title>One</title><style>p { margin: 0 }</style></head>
+<body><section><h1>The Storm</h1>
+<p>It was a <em>dark</em> night&nbsp;&mdash; the wind rose.</p>
+<img src="pic.png" alt="a picture"/>
+<script>var x = 1;</script>
+<p>Rain fell.</p></section></body></html>"#;
+
+const CH2: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml">
+<head><title>Two</title></head>
+<body><p>Front words before the part.</p>
+<section id="morning"><h2>Morning</h2><p>The sun came out.</p>
+<ul><li>Birds sang.</li><li>Dogs barked.</li></ul></section></body></html>"#;
+
+const NAV: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">
+<head><title>Contents</title></head><body>
+<nav epub:type="toc"><ol>
+  <li><a href="ch1.xhtml">Chapter One: The Storm</a></li>
+  <li><a href="ch2.xhtml#morning">Part Two</a>
+    <ol><li><a href="ch2.xhtml#morning">Morning</a></li></ol></li>
+</ol></nav>
+<nav epub:type="landmarks"><ol><li><a href="ch2.xhtml">Not a chapter</a></li></ol></nav>
+</body></html>"#;
+
+const NCX: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" version="2005-1"><navMap>
+  <navPoint id="n1" playOrder="1"><navLabel><text>NCX One</text></navLabel><content src="ch1.xhtml"/></navPoint>
+  <navPoint id="n2" playOrder="2"><navLabel><text>NCX Part</text></navLabel><content src="ch2.xhtml"/>
+    <navPoint id="n3" playOrder="3"><navLabel><text>NCX Morning</text></navLabel><content src="ch2.xhtml#morning"/></navPoint>
+  </navPoint>
+</navMap></ncx>"#;
+
+fn opf(version: &str, with_nav: bool) -> String {
+    let nav_item = if with_nav {
+        r#"<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>"#
+    } else {
+        ""
+    };
+    let nav_ref = if with_nav {
+        r#"<itemref idref="nav"/>"#
+    } else {
+        ""
+    };
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="{version}" unique-identifier="id">
+  <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+    <dc:title>A Tiny Book</dc:title><dc:creator>Ada Writer</dc:creator><dc:identifier id="id">x</dc:identifier>
+  </metadata>
+  <manifest>
+    {nav_item}
+    <item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>
+    <item id="c1" href="ch1.xhtml" media-type="application/xhtml+xml"/>
+    <item id="c2" href="ch2.xhtml" media-type="application/xhtml+xml"/>
+    <item id="pic" href="pic.png" media-type="image/png"/>
+  </manifest>
+  <spine toc="ncx">{nav_ref}<itemref idref="c1"/><itemref idref="c2"/></spine>
+</package>"#
+    )
+}
+
+/// Writes a ZIP with these entries (the first stored, as EPUB's `mimetype` must be).
+fn zip_file(path: &Path, entries: &[(&str, &[u8])]) {
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (i, (name, data)) in entries.iter().enumerate() {
+        let method = if i == 0 {
+            zip::CompressionMethod::Stored
+        } else {
+            zip::CompressionMethod::Deflated
+        };
+        z.start_file(
+            *name,
+            SimpleFileOptions::default().compression_method(method),
+        )
+        .unwrap();
+        z.write_all(data).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+fn epub(dir: &Path, name: &str, version: &str, with_nav: bool) -> PathBuf {
+    let p = dir.join(name);
+    let opf = opf(version, with_nav);
+    let mut entries: Vec<(&str, &[u8])> = vec![
+        ("mimetype", b"application/epub+zip"),
+        ("META-INF/container.xml", CONTAINER.as_bytes()),
+        ("OEBPS/content.opf", opf.as_bytes()),
+        ("OEBPS/toc.ncx", NCX.as_bytes()),
+        ("OEBPS/ch1.xhtml", CH1.as_bytes()),
+        ("OEBPS/ch2.xhtml", CH2.as_bytes()),
+        ("OEBPS/pic.png", b"\x89PNG not really"),
+    ];
+    if with_nav {
+        entries.push(("OEBPS/nav.xhtml", NAV.as_bytes()));
+    }
+    zip_file(&p, &entries);
+    p
+}
+
+fn convert(dir: &Path, input: &Path) -> (Output, PathBuf) {
+    let out = dir.join(format!(
+        "{}.json",
+        input.file_name().unwrap().to_string_lossy()
+    ));
+    let o = talker(dir)
+        .args(["script", "convert"])
+        .arg(input)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    (o, out)
+}
+
+fn converted(dir: &Path, input: &Path) -> serde_json::Value {
+    let (o, out) = convert(dir, input);
+    assert_success(&o);
+    serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
+}
+
+/// (text, chapter) of every segment.
+fn segments(script: &serde_json::Value) -> Vec<(String, Option<String>)> {
+    script["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["text"].as_str().unwrap().to_owned(),
+                s["chapter"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+fn chapters(s: &[(String, Option<String>)]) -> Vec<&str> {
+    s.iter().filter_map(|(_, c)| c.as_deref()).collect()
+}
+
+#[test]
+fn epub3_nav_gives_segments_chapters_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = epub(dir.path(), "book.epub", "3.0", true);
+    let (o, out) = convert(dir.path(), &book);
+    assert_success(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("skipped 1 images, 1 scripts or styles")
+            && stderr.contains("1 spine items that are not prose"),
+        "{stderr}"
+    );
+    let script: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert_eq!(script["title"], "A Tiny Book");
+    assert_eq!(script["author"], "Ada Writer");
+    let s = segments(&script);
+    let texts: Vec<&str> = s.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "The Storm",
+            "It was a dark night — the wind rose.",
+            "Rain fell.",
+            "Front words before the part.",
+            "Morning",
+            "The sun came out.",
+            "Birds sang.",
+            "Dogs barked.",
+        ]
+    );
+    assert_eq!(s[0].1.as_deref(), Some("Chapter One: The Storm"));
+    assert_eq!(s[4].1.as_deref(), Some("Part Two: Morning"));
+    assert_eq!(chapters(&s).len(), 2);
+}
+
+#[test]
+fn epub2_ncx_gives_nested_chapters() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = epub(dir.path(), "old.epub", "2.0", false);
+    let s = segments(&converted(dir.path(), &book));
+    assert_eq!(chapters(&s), ["NCX One", "NCX Part", "NCX Morning"]);
+    assert_eq!(
+        s[3],
+        (
+            "Front words before the part.".into(),
+            Some("NCX Part".into())
+        )
+    );
+    assert_eq!(s[4], ("Morning".into(), Some("NCX Morning".into())));
+}
+
+#[test]
+fn markdown_and_text_convert() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("notes.md");
+    std::fs::write(
+        &md,
+        "Intro\n=====\n\nSome *emphasis* and a [link](http://a.example).\n\n## Part B\n\n\
+1. one item\n2. two item\n\n```\ncode()\n```\n\n<p>html</p>\n\n#### Deep heading\n\nEnd.\n",
+    )
+    .unwrap();
+    let (o, out) = convert(dir.path(), &md);
+    assert_success(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("line 11: code block skipped") && stderr.contains("line 15: HTML block"),
+        "{stderr}"
+    );
+    // Nothing a user owns is overwritten: a second convert needs --force.
+    let (again, _) = convert(dir.path(), &md);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    let s = segments(&serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap());
+    assert_eq!(chapters(&s), ["Intro", "Part B"]);
+    let texts: Vec<&str> = s.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Intro",
+            "Some emphasis and a link.",
+            "Part B",
+            "one item",
+            "two item",
+            "Deep heading",
+            "End."
+        ]
+    );
+
+    let txt = dir.path().join("story.txt");
+    std::fs::write(
+        &txt,
+        "\u{feff}Opening words.\r\n\r\nCHAPTER XII\r\nIt rained\r\nall day.\r\n\r\nChapter 13: Sun\r\n\r\nIt shone.\r\n",
+    )
+    .unwrap();
+    let s = segments(&converted(dir.path(), &txt));
+    assert_eq!(
+        s,
+        [
+            ("Opening words.".into(), None),
+            ("CHAPTER XII".into(), Some("CHAPTER XII".into())),
+            ("It rained all day.".into(), None),
+            ("Chapter 13: Sun".into(), Some("Chapter 13: Sun".into())),
+            ("It shone.".into(), None),
+        ]
+    );
+}
+
+/// Every bad input: exit 2, the file and the place named, nothing written.
+#[test]
+fn bad_books_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let opf3 = opf("3.0", false);
+    let missing_item = opf3.replace(r#"<itemref idref="c2"/>"#, r#"<itemref idref="ghost"/>"#);
+    let missing_file = opf3.replace("ch2.xhtml", "gone.xhtml");
+    let drm = r#"<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" xmlns:enc="http://www.w3.org/2001/04/xmlenc#">
+<enc:EncryptedData><enc:EncryptionMethod Algorithm="http://www.w3.org/2001/04/xmlenc#aes128-cbc"/>
+<enc:CipherData><enc:CipherReference URI="OEBPS/ch1.xhtml"/></enc:CipherData></enc:EncryptedData></encryption>"#;
+    let base = |opf: &str, extra: Option<(&str, &str)>| {
+        let mut v: Vec<(String, Vec<u8>)> = vec![
+            ("mimetype".into(), b"application/epub+zip".to_vec()),
+            ("META-INF/container.xml".into(), CONTAINER.into()),
+            ("OEBPS/content.opf".into(), opf.into()),
+            ("OEBPS/ch1.xhtml".into(), CH1.into()),
+            ("OEBPS/ch2.xhtml".into(), CH2.into()),
+        ];
+        if let Some((n, t)) = extra {
+            v.push((n.into(), t.into()));
+        }
+        v
+    };
+    let write = |name: &str, entries: Vec<(String, Vec<u8>)>| {
+        let p = d.join(name);
+        let refs: Vec<(&str, &[u8])> = entries
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .collect();
+        zip_file(&p, &refs);
+        p
+    };
+    let corrupt = d.join("corrupt.epub");
+    let good = std::fs::read(epub(d, "good.epub", "3.0", true)).unwrap();
+    std::fs::write(&corrupt, &good[..good.len() / 2]).unwrap();
+    let mut no_container = base(&opf3, None);
+    no_container.remove(1);
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (corrupt, "corrupt ZIP"),
+        (
+            write("nocontainer.epub", no_container),
+            "META-INF/container.xml: is missing",
+        ),
+        (
+            write("noitem.epub", base(&missing_item, None)),
+            "idref \"ghost\"",
+        ),
+        (
+            write("nofile.epub", base(&missing_file, None)),
+            "OEBPS/gone.xhtml: is in the spine",
+        ),
+        (
+            write(
+                "drm.epub",
+                base(&opf3, Some(("META-INF/encryption.xml", drm))),
+            ),
+            "DRM",
+        ),
+    ];
+    let md = d.join("code.md");
+    std::fs::write(&md, "```\nonly code\n```\n\n<div>html</div>\n").unwrap();
+    let latin1 = d.join("latin1.txt");
+    std::fs::write(&latin1, b"fine line\ncaf\xe9 au lait\n").unwrap();
+    let mut cases = cases;
+    cases.push((PathBuf::from("/dev/zero"), "not a regular file"));
+    cases.push((md, "nothing to speak"));
+    cases.push((latin1, "line 2 (byte 13): is not UTF-8"));
+    for (input, expect) in cases {
+        let before = listing(d);
+        let (o, out) = convert(d, &input);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {stderr}", input.display());
+        assert!(
+            stderr.contains(&input.display().to_string()) && stderr.contains(expect),
+            "{}: expected {expect:?} in {stderr}",
+            input.display()
+        );
+        assert!(!out.exists());
+        let m4b = d.join("x.m4b");
+        let o = talker(d)
+            .args(["render", "-o"])
+            .arg(&m4b)
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", input.display());
+        assert_eq!(listing(d), before, "{}", input.display());
+    }
+}
+
+fn render(dir: &Path, input: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
+    let o = talker(dir)
+        .args(["render", "--json", "--deterministic", "-o"])
+        .arg(out)
+        .arg(input)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    serde_json::from_slice(&o.stdout).expect("the report is JSON")
+}
+
+fn chapter_list(p: &serde_json::Value) -> Vec<(String, f64, f64)> {
+    p["chapters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["tags"]["title"].as_str().unwrap().to_owned(),
+                c["start_time"].as_str().unwrap().parse().unwrap(),
+                c["end_time"].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Chapters start at 0, follow each other without gap and end with the audio.
+fn check_times(ch: &[(String, f64, f64)], duration: f64) {
+    assert!(ch[0].1.abs() < 0.01, "{ch:?}");
+    for w in ch.windows(2) {
+        assert!(
+            (w[0].2 - w[1].1).abs() < 0.01 && w[1].1 > w[0].1 + 0.3,
+            "{ch:?}"
+        );
+    }
+    assert!(
+        (ch.last().unwrap().2 - duration).abs() < 0.1,
+        "{ch:?} vs {duration}"
+    );
+}
+
+#[test]
+fn epub_to_m4b_with_chapters_metadata_and_vtt() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = epub(dir.path(), "book.epub", "3.0", true);
+    let out = dir.path().join("book.m4b");
+    let report = render(dir.path(), &book, &out, &["--subtitles", "vtt"]);
+    assert_eq!(report["frames"], 0);
+    let p = probe(&out);
+    // One AAC track and the chapters' text track; no video.
+    let kinds: Vec<&str> = p["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["codec_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["audio", "data"]);
+    assert_eq!(p["streams"][0]["codec_name"], "aac");
+    assert_eq!(p["format"]["tags"]["title"], "A Tiny Book");
+    assert_eq!(p["format"]["tags"]["artist"], "Ada Writer");
+    assert_eq!(p["format"]["tags"]["major_brand"], "M4B ");
+    let ch = chapter_list(&p);
+    let titles: Vec<&str> = ch.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(titles, ["Chapter One: The Storm", "Part Two: Morning"]);
+    let duration: f64 = p["format"]["duration"].as_str().unwrap().parse().unwrap();
+    check_times(&ch, duration);
+
+    let vtt = std::fs::read_to_string(dir.path().join("book.vtt")).unwrap();
+    assert!(vtt.starts_with("WEBVTT"));
+    assert_eq!(
+        vtt.matches(" --> ").count(),
+        8,
+        "one cue per sentence: {vtt}"
+    );
+    // The second chapter starts at the cue of its first sentence ("Morning").
+    let morning = vtt
+        .split("\n\n")
+        .find(|c| c.ends_with("\nMorning"))
+        .expect("a Morning cue");
+    let start = morning
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split(" --> ")
+        .next()
+        .unwrap();
+    let secs = |t: &str| -> f64 {
+        let p: Vec<f64> = t.split(':').map(|x| x.parse().unwrap()).collect();
+        p[0] * 3600.0 + p[1] * 60.0 + p[2]
+    };
+    assert!(
+        secs(start) >= ch[1].1 && secs(start) - ch[1].1 < 0.5,
+        "{start} vs {ch:?}"
+    );
+}
+
+#[test]
+fn markdown_to_mp4_chapters_and_srt() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("talk.md");
+    std::fs::write(
+        &md,
+        "# Hello\n\nOne line.\n\n## Second\n\nTwo lines here.\n",
+    )
+    .unwrap();
+    let out = dir.path().join("talk.mp4");
+    render(
+        dir.path(),
+        &md,
+        &out,
+        &[
+            repo("examples/portrait.png").to_str().unwrap(),
+            "--framing",
+            "head",
+            "--size",
+            "128x128",
+            "--fps",
+            "10",
+            "--subtitles",
+            "srt",
+        ],
+    );
+    let p = probe(&out);
+    let ch = chapter_list(&p);
+    let titles: Vec<&str> = ch.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(titles, ["Hello", "Second"]);
+    let duration: f64 = p["format"]["duration"].as_str().unwrap().parse().unwrap();
+    check_times(&ch, duration);
+    let srt = std::fs::read_to_string(dir.path().join("talk.srt")).unwrap();
+    assert_eq!(srt.matches(" --> ").count(), 4, "{srt}");
+}
+
+#[test]
+fn converted_json_renders_the_same_audio_and_wav_is_pcm16() {
+    let dir = tempfile::tempdir().unwrap();
+    let txt = dir.path().join("story.txt");
+    std::fs::write(&txt, "Chapter 1\n\nA short story.\n").unwrap();
+    let (a, b) = (dir.path().join("a.m4a"), dir.path().join("b.m4a"));
+    render(dir.path(), &txt, &a, &[]);
+    let (_, json) = convert(dir.path(), &txt);
+    let report = render(dir.path(), &json, &b, &[]);
+    assert_eq!(
+        report["speech"]["synthesized"], 0,
+        "all from the phrase cache"
+    );
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let wav = dir.path().join("story.wav");
+    render(dir.path(), &json, &wav, &[]);
+    let s = &probe(&wav)["streams"][0];
+    assert_eq!(s["codec_name"], "pcm_s16le");
+    assert_eq!(s["sample_rate"], "22050");
+    // --format forces the kind whatever the extension.
+    let forced = dir.path().join("forced.bin");
+    render(dir.path(), &json, &forced, &["--format", "wav"]);
+    assert_eq!(&std::fs::read(&forced).unwrap()[..4], b"RIFF");
+}
+
+#[test]
+fn lexicon_changes_only_the_words_it_names() {
+    let voice = VoiceConfig::load(&default_voice().config).unwrap();
+    let p = Phonemizer::global().unwrap();
+    let sentence = "We met Nguyen at noon, then Siobhan came.";
+    let words = |lex: Option<&Lexicon>| {
+        let pieces = match lex {
+            Some(l) => l.apply(sentence),
+            None => vec![talker::lexicon::Piece::Text(sentence.into())],
+        };
+        let ph = p.phonemize_pieces(&voice.espeak_voice, &pieces).unwrap();
+        assert_eq!(ph.len(), 1);
+        let ids = voice.ids(&ph[0]).0;
+        let text: String = ph[0].concat();
+        (text.split(' ').map(str::to_owned).collect::<Vec<_>>(), ids)
+    };
+    let lex = Lexicon::from_json(
+        &serde_json::json!({"nguyen": {"ipa": "wˈɪn"}, "Siobhan": "shivawn"}),
+        Path::new("l.json"),
+        "",
+    )
+    .unwrap();
+    let (plain, plain_ids) = words(None);
+    let (with, with_ids) = words(Some(&lex));
+    assert_eq!(plain.len(), with.len(), "{plain:?} {with:?}");
+    for (i, (a, b)) in plain.iter().zip(&with).enumerate() {
+        if i == 2 || i == 6 {
+            assert_ne!(a, b, "word {i} should change: {plain:?} {with:?}");
+        } else {
+            assert_eq!(a, b, "word {i} should not change: {plain:?} {with:?}");
+        }
+    }
+    use unicode_normalization::UnicodeNormalization;
+    assert_eq!(with[2], "wˈɪn".nfd().collect::<String>());
+    assert_ne!(plain_ids, with_ids);
+    assert!(with_ids.iter().all(|&id| id >= 0));
+}
+
+#[test]
+fn one_lexicon_entry_resynthesises_only_its_sentence_and_bad_ipa_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = d.join("s.json");
+    std::fs::write(
+        &script,
+        r#"{"lexicon": {"Nguyen": "win"}, "segments": [{"text": "Hello Nguyen."}, {"text": "Siobhan waved."}, {"text": "Nothing here."}]}"#,
+    )
+    .unwrap();
+    let lex = d.join("names.json");
+    std::fs::write(&lex, r#"{"Siobhan": "shivawn"}"#).unwrap();
+    let out = d.join("s.wav");
+    let lexicon = lex.to_str().unwrap();
+    let r = render(d, &script, &out, &["--lexicon", lexicon]);
+    assert_eq!(r["speech"]["synthesized"], 3);
+    std::fs::write(&lex, r#"{"Siobhan": {"ipa": "ʃɪvˈɔːn"}}"#).unwrap();
+    let r = render(d, &script, &out, &["--lexicon", lexicon]);
+    assert_eq!(r["speech"]["synthesized"], 1, "only the Siobhan sentence");
+    assert_eq!(r["phrase_hits"], 2);
+    // A later lexicon wins over the script's: "Nguyen" changes, one sentence again.
+    let later = d.join("later.json");
+    std::fs::write(&later, r#"{"Nguyen": "nuh win"}"#).unwrap();
+    let r = render(
+        d,
+        &script,
+        &out,
+        &["--lexicon", lexicon, "--lexicon", later.to_str().unwrap()],
+    );
+    assert_eq!(r["speech"]["synthesized"], 1);
+
+    std::fs::write(&lex, r#"{"Siobhan": {"ipa": "ʃɪv☃n"}}"#).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let before = listing(d);
+    let o = talker(d)
+        .args(["render", "-o"])
+        .arg(&out)
+        .arg(&script)
+        .args(["--lexicon", lexicon])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("names.json")
+            && stderr.contains("lexicon entry \"Siobhan\"")
+            && stderr.contains("'☃'"),
+        "{stderr}"
+    );
+    assert_eq!(listing(d), before);
+}
+
+#[test]
+fn video_without_portrait_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("t.md");
+    std::fs::write(&md, "Hello.\n").unwrap();
+    let o = talker(dir.path())
+        .args(["render", "-o"])
+        .arg(dir.path().join("t.mp4"))
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs a portrait"));
+}
+
+/// The lexicon reaches both halves of a sentence split for length, and the phrase keys of the
+/// sentences without its words stay as they were.
+#[test]
+fn lexicon_applies_inside_split_sentences_and_keys_only_what_it_changes() {
+    use talker::plan::{Plan, SpeechIdentity};
+    use talker::script::Script;
+    let voice = VoiceConfig::load(&default_voice().config).unwrap();
+    let id = SpeechIdentity {
+        voice_hash: [1; 32],
+        scales: voice.defaults,
+        speaker: 0,
+        engine: "test".into(),
+    };
+    let long = "Nguyen walked along the harbour wall for an hour, counting the boats, the gulls, \
+the nets and the ropes, until at last he met Nguyen.";
+    let script = |lexicon: &str| {
+        Script::parse(&format!(
+            r#"{{{lexicon}"segments": [{{"text": "{long}"}}, {{"text": "Nothing to change here."}}]}}"#
+        ))
+        .unwrap()
+    };
+    let p = Phonemizer::global().unwrap();
+    let clock = talker::progress::Clock::default();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let plain = Plan::build(&script(""), &voice, &id, &p, &clock, &stop).unwrap();
+    let lexed = Plan::build(
+        &script(r#""lexicon": {"nguyen": {"ipa": "wˈɪn"}}, "#),
+        &voice,
+        &id,
+        &p,
+        &clock,
+        &stop,
+    )
+    .unwrap();
+    assert!(plain.sentences.len() >= 3, "the long sentence is split");
+    assert_eq!(plain.sentences.len(), lexed.sentences.len());
+    let word = voice.ids(&["w", "ˈ", "ɪ", "n"].map(String::from)).0;
+    let word = &word[2..word.len() - 1]; // without BOS, its pad and EOS
+    let contains = |ids: &[i64]| ids.windows(word.len()).any(|w| w == word);
+    let n = plain.utterances.len();
+    let last = n - 1;
+    for (u, (a, b)) in plain.utterances.iter().zip(&lexed.utterances).enumerate() {
+        let first_or_last_piece = u == 0 || u == last - 1;
+        if first_or_last_piece {
+            assert!(contains(&b.ids) && !contains(&a.ids), "utterance {u}");
+            assert_ne!(a.key, b.key, "utterance {u}");
+        } else {
+            assert_eq!(a.ids, b.ids, "utterance {u}");
+            assert_eq!(a.key, b.key, "utterance {u} must keep its cache key");
+        }
+    }
+}
+
+#[test]
+fn epub_without_a_table_of_contents_takes_chapters_from_headings() {
+    let dir = tempfile::tempdir().unwrap();
+    let opf = opf("3.0", false)
+        .replace(
+            r#"<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>"#,
+            "",
+        )
+        .replace(r#" toc="ncx""#, "");
+    let book = dir.path().join("plain.epub");
+    zip_file(
+        &book,
+        &[
+            ("mimetype", b"application/epub+zip"),
+            ("META-INF/container.xml", CONTAINER.as_bytes()),
+            ("OEBPS/content.opf", opf.as_bytes()),
+            ("OEBPS/ch1.xhtml", CH1.as_bytes()),
+            ("OEBPS/ch2.xhtml", CH2.as_bytes()),
+        ],
+    );
+    let s = segments(&converted(dir.path(), &book));
+    assert_eq!(chapters(&s), ["The Storm", "Morning"]);
+    assert_eq!(s[0].0, "The Storm");
+}
