@@ -7,10 +7,12 @@
 //!
 //! Run: `cargo run --release --example media_bench [frames]`
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-use talker::media::{ChunkWriter, OutputMeta, VideoSettings, assemble};
+use std::sync::atomic::AtomicBool;
+
+use talker::media::{ChunkRef, ChunkWriter, OutputMeta, VideoSettings, assemble};
 
 const RATE: u32 = 22050;
 const FPS: u32 = 25;
@@ -121,16 +123,22 @@ fn main() {
             threads: 2,
             ..VideoSettings::default()
         };
-        let chunks: Vec<PathBuf> = (0..10)
+        let chunks: Vec<ChunkRef> = (0..10)
             .map(|i| {
                 let p = dir.path().join(format!("chunk-{w}-{i}.mkv"));
                 encode(&p, &video, &still, u64::from(5 * FPS));
-                p
+                ChunkRef::from(p)
             })
             .collect();
         let out = dir.path().join(format!("out-{w}.mp4"));
         let t = Instant::now();
-        let info = assemble(&chunks, &out, &OutputMeta::default()).expect("assemble");
+        let info = assemble(
+            &chunks,
+            &out,
+            &OutputMeta::default(),
+            &AtomicBool::new(false),
+        )
+        .expect("assemble");
         println!(
             "assemble 10 chunks x 5 s at {w}x{h}: {:.2} s ({} frames, {:.1} s, {} KiB)",
             t.elapsed().as_secs_f64(),

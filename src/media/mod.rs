@@ -21,7 +21,7 @@ mod tests;
 
 use std::sync::OnceLock;
 
-pub use assemble::assemble;
+pub use assemble::{ChunkRef, assemble};
 pub use chunk::ChunkWriter;
 pub use error::MediaError;
 pub use probe::probe_chunk;

@@ -290,7 +290,7 @@ fn truncated_or_foreign_chunks_fail_probe() {
     assert!(
         matches!(
             err,
-            MediaError::Ffmpeg {
+            MediaError::Io {
                 step: "open chunk",
                 ..
             }
