@@ -18,7 +18,7 @@ use std::time::Instant;
 use crossbeam_channel::bounded;
 
 use crate::assets::{Assets, DEFAULT_VOICE};
-use crate::cache::{Cache, Key};
+use crate::cache::{Cache, ChunkEntry, Key};
 use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Portrait};
@@ -296,7 +296,7 @@ pub fn render(
             continue;
         }
         first_of.insert(*key, i);
-        match reuse_chunk(&cache, key, c.sentences.len(), true) {
+        match reuse_chunk(&cache, key, c.sentences.len()) {
             Some(d) => done[i] = Some(d),
             None => todo.push(i),
         }
@@ -396,27 +396,19 @@ fn cache_warnings(cache: &Cache, progress: &dyn Progress) {
     }
 }
 
-/// A cached chunk that still matches this render, or `None` to render it again. The cache has
-/// checked the file against its sha256, and the key covers every encoder setting, so only the
-/// row's own description is checked here. `count` says whether the look counts as a hit or miss.
-fn reuse_chunk(cache: &Cache, key: &Key, sentences: usize, count: bool) -> Option<ChunkDone> {
-    let entry = if count {
-        cache.get_chunk(key)
-    } else {
-        cache.find_chunk(key)
-    };
-    let entry = entry.ok()??;
-    match serde_json::from_str::<ChunkDone>(&entry.meta) {
-        Ok(d)
-            if d.spans.len() == sentences
-                && d.samples == entry.samples
-                && d.frames == entry.frames =>
-        {
-            Some(d)
-        }
-        // Left for the writer, which drops it holding the chunk's lock.
-        _ => None,
-    }
+/// A cached chunk that still matches this render, or `None` to render it again (a lookup that
+/// fails only costs the work). The cache has checked the file against its sha256, and the key
+/// covers every encoder setting, so only the row's own description is checked here.
+fn reuse_chunk(cache: &Cache, key: &Key, sentences: usize) -> Option<ChunkDone> {
+    chunk_done(&cache.get_chunk(key).ok()??, sentences)
+}
+
+fn chunk_done(entry: &ChunkEntry, sentences: usize) -> Option<ChunkDone> {
+    serde_json::from_str::<ChunkDone>(&entry.meta)
+        .ok()
+        .filter(|d| {
+            d.spans.len() == sentences && d.samples == entry.samples && d.frames == entry.frames
+        })
 }
 
 fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u32) -> OutputMeta {
@@ -600,12 +592,21 @@ fn render_one(
     let Some(_lock) = lock? else {
         return Err(Error::Cancelled);
     };
-    if let Some(d) = reuse_chunk(cache, key, plan.chunks[i].sentences.len(), false) {
-        tracing::debug!(chunk = i, "chunk finished by another render");
-        return Ok(d);
+    match cache.find_chunk(key) {
+        Ok(Some(entry)) => {
+            if let Some(d) = chunk_done(&entry, plan.chunks[i].sentences.len()) {
+                tracing::debug!(chunk = i, "chunk finished by another render");
+                return Ok(d);
+            }
+            // Unusable; nobody reads a file without a row, so it goes before the new one.
+            let _ = cache.drop_chunk(key);
+        }
+        Ok(None) => {}
+        // Says nothing about the entry (it may be another render's good chunk): keep it.
+        Err(e) => shared.progress.event(Event::Warning {
+            message: format!("{e}; rendering the chunk again"),
+        }),
     }
-    // Whatever is left under this key is unusable; nobody reads a file without a row.
-    let _ = cache.drop_chunk(key);
     media::remove_stale_partials(&path);
     let frames = audio.frames(plan.sample_rate, shared.look.video.fps);
     let done = ChunkDone {

@@ -608,3 +608,38 @@ fn identical_chunks_are_rendered_once_per_render() {
     assert_eq!(report["speech"]["synthesized"], 1, "{report}");
     assert_eq!(subtitles(&out).matches("Hello again.").count(), 30);
 }
+
+#[test]
+fn caches_opened_at_once_on_a_fresh_directory_share_one_database() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let barrier = std::sync::Barrier::new(8);
+        let warnings: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let (dir, barrier) = (dir.path(), &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let cache = Cache::open(dir).unwrap();
+                        cache
+                            .put_phrase(key(&format!("{round}-{i}")), &speech(100, i))
+                            .unwrap();
+                        cache.take_warnings()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        assert!(warnings.is_empty(), "round {round}: {warnings:?}");
+        let cache = Cache::open(dir.path()).unwrap();
+        assert_eq!(cache.stats().unwrap().phrases, 8, "round {round}");
+        assert!(
+            !listing(dir.path()).iter().any(|f| f.contains("broken")),
+            "{:?}",
+            listing(dir.path())
+        );
+    }
+}

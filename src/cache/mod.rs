@@ -799,6 +799,10 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
             detail: check.join("; "),
         });
     }
+    // Migrations and the first-use stamp, one process at a time: a render that looked while
+    // another was creating the file would take it for a foreign one (tables, no stamp yet) and
+    // move it aside under the renders using it, and two migrators would fail each other.
+    let _init = lock_file(&path.with_file_name(".init.lock"))?;
     let app_id: i64 = sqlx::query_scalar("PRAGMA application_id")
         .fetch_one(&pool)
         .await
