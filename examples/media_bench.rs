@@ -5,12 +5,15 @@
 //! of 5 s. Content: a still image with a 100x60 patch that moves and changes every
 //! frame, like a mouth. Files go to a temp directory that is removed at the end.
 //!
-//! Run: `cargo run --release --example media_bench [frames]`
+//! Run: `cargo run --release --example media_bench [frames]`, or `... media_bench assembly` for
+//! assembly's cost per chunk alone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-use talker::media::{ChunkWriter, OutputMeta, VideoSettings, assemble};
+use std::sync::atomic::AtomicBool;
+
+use talker::media::{ChunkRef, ChunkWriter, OutputMeta, VideoSettings, assemble};
 
 const RATE: u32 = 22050;
 const FPS: u32 = 25;
@@ -88,12 +91,64 @@ fn encode(path: &Path, video: &VideoSettings, still: &[u8], frames: u64) -> f64 
     busy + t.elapsed().as_secs_f64()
 }
 
+/// Assembly's cost per chunk: the same 200 s of 720x720 video and audio as 200 chunk files of
+/// 1 s and as 20 of 10 s; the difference is what each extra chunk costs (the bytes and the AAC
+/// encoding are the same). Best of three runs each.
+fn assembly_per_chunk(dir: &Path) {
+    let (w, h) = (720, 720);
+    let still = still(w, h);
+    let video = VideoSettings {
+        width: w,
+        height: h,
+        threads: 2,
+        ..VideoSettings::default()
+    };
+    let copies = |seconds: u32, n: usize| -> Vec<ChunkRef> {
+        let first = dir.join(format!("c{seconds}.mkv"));
+        encode(&first, &video, &still, u64::from(seconds * FPS));
+        (0..n)
+            .map(|i| {
+                let p = dir.join(format!("c{seconds}-{i}.mkv"));
+                std::fs::copy(&first, &p).expect("copy chunk");
+                ChunkRef::from(p)
+            })
+            .collect()
+    };
+    let best = |chunks: &[ChunkRef]| -> f64 {
+        let out = dir.join("per-chunk.mp4");
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                assemble(
+                    chunks,
+                    &out,
+                    &OutputMeta::default(),
+                    &AtomicBool::new(false),
+                )
+                .expect("assemble");
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (many, few) = (copies(1, 200), copies(10, 20));
+    let (t_many, t_few) = (best(&many), best(&few));
+    println!(
+        "assemble 200 s at 720x720: 200 chunks of 1 s {t_many:.2} s, 20 chunks of 10 s {t_few:.2} s: \
+         {:.2} ms per extra chunk",
+        (t_many - t_few) * 1000.0 / 180.0
+    );
+}
+
 fn main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    if std::env::args().nth(1).as_deref() == Some("assembly") {
+        assembly_per_chunk(dir.path());
+        return;
+    }
     let frames: u64 = std::env::args()
         .nth(1)
         .map(|a| a.parse().expect("frames"))
         .unwrap_or(250);
-    let dir = tempfile::tempdir().expect("tempdir");
     for (w, h) in [(512, 512), (1280, 720)] {
         let still = still(w, h);
         for threads in [1, 2] {
@@ -121,16 +176,22 @@ fn main() {
             threads: 2,
             ..VideoSettings::default()
         };
-        let chunks: Vec<PathBuf> = (0..10)
+        let chunks: Vec<ChunkRef> = (0..10)
             .map(|i| {
                 let p = dir.path().join(format!("chunk-{w}-{i}.mkv"));
                 encode(&p, &video, &still, u64::from(5 * FPS));
-                p
+                ChunkRef::from(p)
             })
             .collect();
         let out = dir.path().join(format!("out-{w}.mp4"));
         let t = Instant::now();
-        let info = assemble(&chunks, &out, &OutputMeta::default()).expect("assemble");
+        let info = assemble(
+            &chunks,
+            &out,
+            &OutputMeta::default(),
+            &AtomicBool::new(false),
+        )
+        .expect("assemble");
         println!(
             "assemble 10 chunks x 5 s at {w}x{h}: {:.2} s ({} frames, {:.1} s, {} KiB)",
             t.elapsed().as_secs_f64(),

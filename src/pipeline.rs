@@ -18,14 +18,17 @@ use std::time::Instant;
 use crossbeam_channel::bounded;
 
 use crate::assets::{Assets, DEFAULT_VOICE};
-use crate::cache::{Cache, Key};
+use crate::cache::{Cache, ChunkEntry, Key};
 use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
 use crate::lexicon::Lexicon;
 use crate::look::{self, Framing, LookOptions};
-use crate::media::{self, AudioFormat, Chapter, Cue, OutputMeta, SubtitleFormat, VideoSettings};
+use crate::media::{
+    self, AudioFormat, Chapter, ChunkRef, Cue, MediaError, OutputMeta, SubtitleFormat,
+    VideoSettings,
+};
 use crate::phonemize::Phonemizer;
 use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
@@ -143,9 +146,10 @@ pub struct RenderReport {
     pub stage_seconds: HashMap<&'static str, f64>,
 }
 
-/// A chunk ready for the MP4: its file, length and sentence spans.
+/// A chunk ready for the MP4: its length and sentence spans.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct ChunkDone {
+    frames: u64,
     samples: u64,
     spans: Vec<(u64, u64)>,
 }
@@ -422,21 +426,29 @@ pub fn render(
     );
 
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
+    cache_warnings(&cache, progress);
     let sample_rate = plan.sample_rate;
     let mut done: Vec<Option<ChunkDone>> = vec![None; plan.chunks.len()];
     let mut todo = Vec::new();
+    // A chunk whose key came earlier in this render is that chunk again: rendered once.
+    let mut first_of: HashMap<Key, usize> = HashMap::new();
+    let mut repeats = Vec::new();
     for (i, c) in plan.chunks.iter().enumerate() {
-        match reuse_chunk(
-            &cache,
-            c.key.as_ref().expect("keys assigned"),
-            &look.video,
-            sample_rate,
-            c.sentences.len(),
-        ) {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
+        let key = c.key.as_ref().expect("keys assigned");
+        if let Some(&first) = first_of.get(key) {
+            repeats.push((i, first));
+            continue;
+        }
+        first_of.insert(*key, i);
+        match reuse_chunk(&cache, key, c.sentences.len()) {
             Some(d) => done[i] = Some(d),
             None => todo.push(i),
         }
     }
+    cache_warnings(&cache, progress);
     let chunks_reused = plan.chunks.len() - todo.len();
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
@@ -460,6 +472,9 @@ pub fn render(
     for (i, d) in new_chunks {
         done[i] = Some(d);
     }
+    for (i, first) in repeats {
+        done[i] = done[first].clone();
+    }
     let done: Vec<ChunkDone> = done
         .into_iter()
         .map(|d| d.expect("every chunk reused or rendered"))
@@ -470,15 +485,22 @@ pub fn render(
         stage: Stage::Assemble,
         total: 0,
     });
-    let paths: Vec<PathBuf> = plan
+    let chunks: Vec<ChunkRef> = plan
         .chunks
         .iter()
-        .map(|c| cache.chunk_path(c.key.as_ref().expect("keys assigned")))
+        .zip(&done)
+        .map(|(c, d)| ChunkRef {
+            path: cache.chunk_path(c.key.as_ref().expect("keys assigned")),
+            expect: Some((d.frames, d.samples)),
+        })
         .collect();
     let meta = output_meta(&script, &plan, &done, sample_rate);
     media::remove_stale_partials(&opts.output);
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
-    let info = media::assemble(&paths, &opts.output, &meta)?;
+    let info = media::assemble(&chunks, &opts.output, &meta, cancel).map_err(|e| match e {
+        MediaError::Cancelled => Error::Cancelled,
+        e => e.into(),
+    })?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
     let subtitles = opts
         .extra
@@ -523,28 +545,26 @@ fn shared_hits(engine: &SpeechEngine, plan: &Plan, todo: &[usize]) -> u64 {
     needed.saturating_sub(engine.stats.synthesized)
 }
 
-/// A cached chunk that still matches this render, or `None` to render it again.
-fn reuse_chunk(
-    cache: &Cache,
-    key: &Key,
-    video: &VideoSettings,
-    sample_rate: u32,
-    sentences: usize,
-) -> Option<ChunkDone> {
-    let entry = cache.get_chunk(key).ok()??;
-    let done: Option<ChunkDone> = serde_json::from_str(&entry.meta).ok();
-    let valid = media::probe_chunk(&entry.path).is_ok_and(|info| {
-        info.matches(video, sample_rate)
-            && info.samples == entry.samples
-            && info.frames == entry.frames
-    });
-    match done {
-        Some(d) if valid && d.spans.len() == sentences && d.samples == entry.samples => Some(d),
-        _ => {
-            let _ = cache.drop_chunk(key);
-            None
-        }
+/// Shows what the cache found damaged (and repaired) as warnings.
+fn cache_warnings(cache: &Cache, progress: &dyn Progress) {
+    for message in cache.take_warnings() {
+        progress.event(Event::Warning { message });
     }
+}
+
+/// A cached chunk that still matches this render, or `None` to render it again (a lookup that
+/// fails only costs the work). The cache has checked the file against its sha256, and the key
+/// covers every encoder setting, so only the row's own description is checked here.
+fn reuse_chunk(cache: &Cache, key: &Key, sentences: usize) -> Option<ChunkDone> {
+    chunk_done(&cache.get_chunk(key).ok()??, sentences)
+}
+
+fn chunk_done(entry: &ChunkEntry, sentences: usize) -> Option<ChunkDone> {
+    serde_json::from_str::<ChunkDone>(&entry.meta)
+        .ok()
+        .filter(|d| {
+            d.spans.len() == sentences && d.samples == entry.samples && d.frames == entry.frames
+        })
 }
 
 fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u32) -> OutputMeta {
@@ -740,23 +760,38 @@ fn render_one(
     frames_done: &AtomicU64,
 ) -> Result<ChunkDone> {
     let plan = shared.plan;
+    let cache = shared.cache;
     let key = plan.chunks[i].key.as_ref().expect("keys assigned");
-    let path = shared.cache.chunk_path(key);
+    let path = cache.chunk_path(key);
+    // One writer per chunk across every render sharing the cache; the others wait, then reuse.
+    let lock = cache.lock_chunk(key, &shared.stop);
+    cache_warnings(cache, shared.progress);
+    let Some(_lock) = lock? else {
+        return Err(Error::Cancelled);
+    };
+    match cache.find_chunk(key) {
+        Ok(Some(entry)) => {
+            if let Some(d) = chunk_done(&entry, plan.chunks[i].sentences.len()) {
+                tracing::debug!(chunk = i, "chunk finished by another render");
+                return Ok(d);
+            }
+            // Unusable; nobody reads a file without a row, so it goes before the new one.
+            let _ = cache.drop_chunk(key);
+        }
+        Ok(None) => {}
+        // Says nothing about the entry (it may be another render's good chunk): keep it.
+        Err(e) => shared.progress.event(Event::Warning {
+            message: format!("{e}; rendering the chunk again"),
+        }),
+    }
     media::remove_stale_partials(&path);
+    let frames = audio.frames(plan.sample_rate, shared.look.video.fps);
     let done = ChunkDone {
+        frames,
         samples: audio.pcm.len() as u64,
         spans: audio.sentence_spans.clone(),
     };
-    let frames = audio.frames(plan.sample_rate, shared.look.video.fps);
     let meta = serde_json::to_string(&done).expect("chunk meta serialises");
-    let record = || {
-        if let Err(e) = shared.cache.put_chunk(key, frames, done.samples, &meta) {
-            shared.progress.event(Event::Warning {
-                message: format!("{e}; the chunk will be rendered again next time"),
-            });
-        }
-    };
-    record();
     tracing::debug!(chunk = i, frames, "chunk started");
     chunk::render(
         shared.look,
@@ -775,7 +810,12 @@ fn render_one(
             }
         },
     )?;
-    record();
+    // Only now, with the file complete and fsynced under its final name, does the row appear.
+    if let Err(e) = cache.put_chunk(key, frames, done.samples, &meta) {
+        shared.progress.event(Event::Warning {
+            message: format!("{e}; the chunk will be rendered again next time"),
+        });
+    }
     tracing::debug!(chunk = i, "chunk finished");
     Ok(done)
 }
@@ -944,6 +984,7 @@ pub fn speak(
         });
         HashMap::new()
     });
+    cache_warnings(cache, progress);
     let mut missing: Vec<usize> = Vec::new();
     for u in utterances() {
         let key = plan.utterances[u].key;

@@ -119,3 +119,54 @@ fn sigterm_stops_a_render_cleanly_with_exit_130() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn sigterm_during_assembly_stops_at_once_with_exit_130_and_no_output() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // Thousands of chunks (one per segment) but only a few distinct ones to render: the time
+    // goes to assembly.
+    let segments = vec![r#"{"text":"Hi.","pause_ms":0}"#; 3000].join(",");
+    let script = write_script(
+        dir.path(),
+        "many.json",
+        &format!(r#"{{"segments":[{segments}]}}"#),
+    );
+    let out = dir.path().join("many.mp4");
+    let mut child = talker(dir.path())
+        .args(["render", "--json", "--threads", "1", "-o"])
+        .arg(&out)
+        .arg(&script)
+        .arg(repo("examples/portrait.png"))
+        .args(["--framing", "head", "--size", "128x128", "--fps", "10"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut lines = stderr.lines();
+    let assembling = lines.by_ref().map_while(Result::ok).any(|l| {
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap_or_default();
+        v["event"] == "start" && v["stage"] == "assemble"
+    });
+    assert!(assembling, "the render never reached assembly");
+    let signalled = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Drain stderr so the child never blocks on a full pipe.
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let code = child.wait().unwrap().code();
+    let took = signalled.elapsed();
+    assert_eq!(code, Some(130), "{rest:?}");
+    println!("stopped {took:?} after SIGTERM during assembly");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(!out.exists(), "no output after a stop");
+    assert!(
+        listing(dir.path()).iter().all(|f| !f.contains("partial")),
+        "{:?}",
+        listing(dir.path())
+    );
+}

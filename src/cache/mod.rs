@@ -5,16 +5,29 @@
 //!
 //! Several processes may share one cache: WAL journal, a busy timeout, and `BEGIN IMMEDIATE` for
 //! multi-statement writes (a deferred transaction that upgrades to a write gets SQLITE_BUSY at once
-//! and ignores the timeout). A corrupt or foreign database file is moved aside with a warning and a
-//! fresh one is built: a cache is never worth failing a render for.
+//! and ignores the timeout). A chunk is written by one process at a time ([`Cache::lock_chunk`]),
+//! under a temp name renamed when complete, and its row (with the file's sha256) is inserted only
+//! after that, so a reader that finds a row finds the whole file. Every phrase and chunk carries a
+//! sha256 that is checked on reuse; a mismatch drops the entry with a warning and it is made again.
+//!
+//! A damaged (`PRAGMA quick_check` at open), corrupt or foreign database file is moved aside with a
+//! warning and a fresh one is built, and so is a file where `chunks/` should be: a cache is never
+//! worth failing a render for. Warnings are collected for the caller ([`Cache::take_warnings`]).
 
 pub mod key;
 pub mod pcm_codec;
 
 use std::collections::HashMap;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
 
 use sqlx::sqlite::{
     SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
@@ -50,6 +63,13 @@ pub enum CacheError {
     },
     #[error("cache database {0} belongs to another program")]
     Foreign(PathBuf),
+    #[error("cache database {path} is damaged ({detail})")]
+    Damaged { path: PathBuf, detail: String },
+    #[error("cache chunk lock {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot start the cache's runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -58,7 +78,9 @@ impl CacheError {
     /// A damaged or foreign file that rebuilding fixes (as opposed to, say, a read-only disk).
     fn is_recoverable(&self) -> bool {
         match self {
-            CacheError::Foreign(_) | CacheError::Migrate { .. } => true,
+            CacheError::Foreign(_) | CacheError::Damaged { .. } | CacheError::Migrate { .. } => {
+                true
+            }
             CacheError::Db {
                 source: sqlx::Error::Database(e),
                 ..
@@ -123,7 +145,34 @@ pub struct Cache {
     pool: SqlitePool,
     dir: PathBuf,
     db_path: PathBuf,
+    /// Damage found and repaired, for the caller to show (see [`Cache::take_warnings`]).
+    warnings: Mutex<Vec<String>>,
 }
+
+impl Drop for Cache {
+    /// Closes every connection before returning (sqlx would otherwise close them on its worker
+    /// threads later), so the WAL is checkpointed and other programs see a settled file.
+    fn drop(&mut self) {
+        self.rt.block_on(self.pool.close());
+    }
+}
+
+/// The right to write one chunk: held by one render at a time, across processes (`flock` on
+/// `chunks/xx/<key>.lock`). Dropping it removes the lock file, then releases the lock.
+pub struct ChunkLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl Drop for ChunkLock {
+    fn drop(&mut self) {
+        // Removed while still held: a waiter that locks the removed file notices and retries.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// How long a render waits between tries for a chunk that another render is writing.
+const LOCK_POLL: Duration = Duration::from_millis(20);
 
 fn now() -> i64 {
     SystemTime::now()
@@ -138,6 +187,8 @@ impl Cache {
             path: dir.to_path_buf(),
             source,
         })?;
+        let mut warnings = Vec::new();
+        ensure_dir(&dir.join("chunks"), &mut warnings)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -146,12 +197,21 @@ impl Cache {
         let pool = match rt.block_on(connect(&db_path)) {
             Ok(pool) => pool,
             Err(e) if e.is_recoverable() => {
-                let aside = move_aside(&db_path)?;
-                tracing::warn!(
-                    "{e}; moved it to {} and started a new cache",
-                    aside.display()
-                );
-                rt.block_on(connect(&db_path))?
+                // One repair at a time, and only of the file found damaged: a render that lost
+                // the race finds the fresh database the winner built.
+                let _repair = lock_file(&dir.join(".repair.lock"))?;
+                match rt.block_on(connect(&db_path)) {
+                    Ok(pool) => pool,
+                    Err(e) if e.is_recoverable() => {
+                        let aside = move_aside(&db_path)?;
+                        warnings.push(format!(
+                            "{e}; moved it to {} and started a new cache",
+                            aside.display()
+                        ));
+                        rt.block_on(connect(&db_path))?
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Err(e) => return Err(e),
         };
@@ -160,7 +220,17 @@ impl Cache {
             pool,
             dir: dir.to_path_buf(),
             db_path,
+            warnings: Mutex::new(warnings),
         })
+    }
+
+    /// Warnings about damage found (and repaired) since the last call.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().expect("cache warnings"))
+    }
+
+    fn warn(&self, message: String) {
+        self.warnings.lock().expect("cache warnings").push(message);
     }
 
     pub fn dir(&self) -> &Path {
@@ -184,18 +254,38 @@ impl Cache {
                     continue;
                 }
                 let row = sqlx::query(
-                    "SELECT sample_rate, samples, pcm_flac, phones FROM phrases WHERE key = ?",
+                    "SELECT sample_rate, samples, pcm_flac, phones, sha256 FROM phrases WHERE key = ?",
                 )
                 .bind(&key.0[..])
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(self.db_err())?;
                 let Some(row) = row else { continue };
-                match decode_phrase(row.get(0), row.get(1), row.get(2), row.get(3)) {
+                let (rate, samples, flac, phones): (i64, i64, Vec<u8>, String) =
+                    (row.get(0), row.get(1), row.get(2), row.get(3));
+                let stored: Option<Vec<u8>> = row.get(4);
+                let sum = phrase_sum(rate, samples, &flac, &phones);
+                if stored.as_deref() != Some(&sum[..]) {
+                    if stored.is_some() {
+                        self.warn(format!(
+                            "cached phrase {} failed its checksum; synthesising it again",
+                            key.hex()
+                        ));
+                    }
+                    damaged.push((*key, stored));
+                    continue;
+                }
+                match decode_phrase(rate, samples, flac, phones) {
                     Some(speech) => {
                         found.insert(*key, speech);
                     }
-                    None => damaged.push(*key),
+                    None => {
+                        self.warn(format!(
+                            "cached phrase {} does not decode; synthesising it again",
+                            key.hex()
+                        ));
+                        damaged.push((*key, stored));
+                    }
                 }
             }
             let hits = found.len() as i64;
@@ -205,9 +295,11 @@ impl Cache {
                 .begin_with("BEGIN IMMEDIATE")
                 .await
                 .map_err(self.db_err())?;
-            for key in &damaged {
-                sqlx::query("DELETE FROM phrases WHERE key = ?")
+            for (key, stored) in &damaged {
+                // Only the row that was read: another render may have replaced it meanwhile.
+                sqlx::query("DELETE FROM phrases WHERE key = ? AND sha256 IS ?")
                     .bind(&key.0[..])
+                    .bind(stored.as_deref())
                     .execute(&mut *tx)
                     .await
                     .map_err(self.db_err())?;
@@ -228,9 +320,6 @@ impl Cache {
                 .await
                 .map_err(self.db_err())?;
             tx.commit().await.map_err(self.db_err())?;
-            if !damaged.is_empty() {
-                tracing::warn!("dropped {} damaged phrase(s) from the cache", damaged.len());
-            }
             Ok(found)
         })
     }
@@ -248,21 +337,24 @@ impl Cache {
             .map(|p| (p.symbol.as_str(), p.start, p.end))
             .collect();
         let phones = serde_json::to_string(&phones).expect("phones serialise");
-        let bytes = (flac.len() + phones.len() + 64) as i64;
+        let bytes = (flac.len() + phones.len() + 96) as i64;
+        let (rate, samples) = (i64::from(speech.sample_rate), speech.pcm.len() as i64);
+        let sum = phrase_sum(rate, samples, &flac, &phones);
         let t = now();
         self.rt.block_on(
             sqlx::query(
-                "INSERT INTO phrases (key, sample_rate, samples, pcm_flac, phones, bytes, created_at, used_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                "INSERT INTO phrases (key, sample_rate, samples, pcm_flac, phones, bytes, created_at, used_at, sha256)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
             )
             .bind(&key.0[..])
-            .bind(i64::from(speech.sample_rate))
-            .bind(speech.pcm.len() as i64)
+            .bind(rate)
+            .bind(samples)
             .bind(flac)
             .bind(phones)
             .bind(bytes)
             .bind(t)
             .bind(t)
+            .bind(&sum[..])
             .execute(&self.pool),
         )
         .map_err(self.db_err())?;
@@ -278,21 +370,11 @@ impl Cache {
             .join(format!("{hex}.mkv"))
     }
 
-    /// A finished chunk, if its row and its file both exist.
+    /// A finished chunk whose file still has the sha256 recorded with it; counted as a hit or a
+    /// miss. A damaged file is dropped with a warning, so the caller renders it again.
     pub fn get_chunk(&self, key: &Key) -> Result<Option<ChunkEntry>, CacheError> {
+        let entry = self.find_chunk(key)?;
         self.rt.block_on(async {
-            let row = sqlx::query("SELECT frames, samples, meta FROM chunks WHERE key = ?")
-                .bind(&key.0[..])
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(self.db_err())?;
-            let path = self.chunk_path(key);
-            let entry = row.filter(|_| path.is_file()).map(|row| ChunkEntry {
-                path,
-                frames: row.get::<i64, _>(0) as u64,
-                samples: row.get::<i64, _>(1) as u64,
-                meta: row.get(2),
-            });
             let mut tx = self
                 .pool
                 .begin_with("BEGIN IMMEDIATE")
@@ -305,27 +387,111 @@ impl Cache {
                     .execute(&mut *tx)
                     .await
                     .map_err(self.db_err())?;
-                bump(&mut tx, "chunk_hits", 1)
-                    .await
-                    .map_err(self.db_err())?;
-            } else {
-                sqlx::query("DELETE FROM chunks WHERE key = ?")
-                    .bind(&key.0[..])
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.db_err())?;
-                bump(&mut tx, "chunk_misses", 1)
-                    .await
-                    .map_err(self.db_err())?;
             }
+            let counter = if entry.is_some() {
+                "chunk_hits"
+            } else {
+                "chunk_misses"
+            };
+            bump(&mut tx, counter, 1).await.map_err(self.db_err())?;
             tx.commit().await.map_err(self.db_err())?;
             Ok(entry)
         })
     }
 
-    /// Records a chunk at [`Cache::chunk_path`]. Called before the file is written (so a file that
-    /// exists always has its row, even after a kill between the two) and again after, to record
-    /// its size; a row whose file never appeared is dropped by [`Cache::get_chunk`].
+    /// [`Cache::get_chunk`] without counting: for the second look a writer takes under the lock.
+    pub fn find_chunk(&self, key: &Key) -> Result<Option<ChunkEntry>, CacheError> {
+        let row = self
+            .rt
+            .block_on(
+                sqlx::query("SELECT frames, samples, meta, sha256 FROM chunks WHERE key = ?")
+                    .bind(&key.0[..])
+                    .fetch_optional(&self.pool),
+            )
+            .map_err(self.db_err())?;
+        let Some(row) = row else { return Ok(None) };
+        let path = self.chunk_path(key);
+        let stored: Option<Vec<u8>> = row.get(3);
+        let verdict = match &stored {
+            // Written before checksums existed: unverifiable, so made again.
+            None => Err(None),
+            Some(sum) => match file_sha256(&path) {
+                Ok(found) if found[..] == sum[..] => Ok(()),
+                Ok(_) => Err(Some(format!(
+                    "cached chunk {} failed its checksum; rendering it again",
+                    path.display()
+                ))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(None),
+                Err(e) => Err(Some(format!(
+                    "cached chunk {} is unreadable ({e}); rendering it again",
+                    path.display()
+                ))),
+            },
+        };
+        match verdict {
+            Ok(()) => Ok(Some(ChunkEntry {
+                path,
+                frames: row.get::<i64, _>(0) as u64,
+                samples: row.get::<i64, _>(1) as u64,
+                meta: row.get(2),
+            })),
+            Err(warning) => {
+                if let Some(w) = warning {
+                    self.warn(w);
+                }
+                self.forget_chunk(key, stored.as_deref())?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Drops the row of `key` if it still holds `sum` (another render may have just replaced
+    /// it), and then its file: a reader never trusts a file without checking it against its row.
+    fn forget_chunk(&self, key: &Key, sum: Option<&[u8]>) -> Result<(), CacheError> {
+        let deleted = self
+            .rt
+            .block_on(
+                sqlx::query("DELETE FROM chunks WHERE key = ? AND sha256 IS ?")
+                    .bind(&key.0[..])
+                    .bind(sum)
+                    .execute(&self.pool),
+            )
+            .map_err(self.db_err())?;
+        if deleted.rows_affected() > 0 {
+            let _ = std::fs::remove_file(self.chunk_path(key));
+        }
+        Ok(())
+    }
+
+    /// Waits for the right to write chunk `key` (another render may be writing it; look it up
+    /// again once this returns). `None` when `stop` was set while waiting.
+    pub fn lock_chunk(
+        &self,
+        key: &Key,
+        stop: &AtomicBool,
+    ) -> Result<Option<ChunkLock>, CacheError> {
+        let file = self.chunk_path(key);
+        let dir = file.parent().expect("chunk paths have a parent");
+        let mut warnings = Vec::new();
+        let made = ensure_dir(dir, &mut warnings);
+        for w in warnings {
+            self.warn(w);
+        }
+        made?;
+        let path = file.with_extension("lock");
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            if let Some(lock) = try_lock_file(&path)? {
+                return Ok(Some(lock));
+            }
+            std::thread::sleep(LOCK_POLL);
+        }
+    }
+
+    /// Records the chunk now complete at [`Cache::chunk_path`] (call it holding the chunk's
+    /// lock, after the file was renamed into place), with its size and sha256.
     pub fn put_chunk(
         &self,
         key: &Key,
@@ -334,6 +500,10 @@ impl Cache {
         meta: &str,
     ) -> Result<(), CacheError> {
         let path = self.chunk_path(key);
+        let sum = file_sha256(&path).map_err(|source| CacheError::Dir {
+            path: path.clone(),
+            source,
+        })?;
         let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
         let rel = path
             .strip_prefix(&self.dir)
@@ -344,9 +514,11 @@ impl Cache {
         self.rt
             .block_on(
                 sqlx::query(
-                    "INSERT INTO chunks (key, file, frames, samples, meta, bytes, created_at, used_at)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                     ON CONFLICT (key) DO UPDATE SET used_at = excluded.used_at, bytes = excluded.bytes",
+                    "INSERT INTO chunks (key, file, frames, samples, meta, bytes, created_at, used_at, sha256)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT (key) DO UPDATE SET file = excluded.file, frames = excluded.frames,
+                       samples = excluded.samples, meta = excluded.meta, bytes = excluded.bytes,
+                       used_at = excluded.used_at, sha256 = excluded.sha256",
                 )
                 .bind(&key.0[..])
                 .bind(rel)
@@ -356,13 +528,14 @@ impl Cache {
                 .bind(bytes as i64)
                 .bind(t)
                 .bind(t)
+                .bind(&sum[..])
                 .execute(&self.pool),
             )
             .map_err(self.db_err())?;
         Ok(())
     }
 
-    /// Forgets a chunk whose file turned out unusable.
+    /// Forgets a chunk whose entry turned out unusable (call it holding the chunk's lock).
     pub fn drop_chunk(&self, key: &Key) -> Result<(), CacheError> {
         let _ = std::fs::remove_file(self.chunk_path(key));
         self.rt
@@ -495,6 +668,106 @@ fn decode_phrase(sample_rate: i64, samples: i64, flac: Vec<u8>, phones: String) 
     })
 }
 
+/// sha256 over a phrase's stored fields, each length-prefixed.
+fn phrase_sum(sample_rate: i64, samples: i64, flac: &[u8], phones: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for part in [
+        &sample_rate.to_le_bytes()[..],
+        &samples.to_le_bytes()[..],
+        flac,
+        phones.as_bytes(),
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    h.finalize().into()
+}
+
+/// sha256 of a file's bytes, read in 1 MiB blocks.
+///
+/// sha256 because `sha2` already makes every cache key here (no new crate) and uses the CPU's
+/// SHA instructions where present (about 2 GB/s), far above what a chunk costs to read.
+pub fn file_sha256(path: &Path) -> std::io::Result<[u8; 32]> {
+    let mut file = File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(h.finalize().into()),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Makes `path` a directory; anything else found there is moved aside (with a warning) rather
+/// than making every render fail.
+fn ensure_dir(path: &Path, warnings: &mut Vec<String>) -> Result<(), CacheError> {
+    let dir_err = |source| CacheError::Dir {
+        path: path.to_path_buf(),
+        source,
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let aside =
+                path.with_file_name(format!("{name}.broken-{}-{}", now(), std::process::id()));
+            match std::fs::rename(path, &aside) {
+                Ok(()) => warnings.push(format!(
+                    "{} is not a directory; moved it to {} and started an empty one",
+                    path.display(),
+                    aside.display()
+                )),
+                // Another render moved it first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(dir_err(e)),
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(dir_err(e)),
+    }
+    std::fs::create_dir_all(path).map_err(dir_err)
+}
+
+/// Takes the lock of `path` if free. The lock file is created if missing; a lock won on a file
+/// that its last holder removed meanwhile locks nothing, so that case is a miss too.
+fn try_lock_file(path: &Path) -> Result<Option<ChunkLock>, CacheError> {
+    let lock_err = |source| CacheError::Lock {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(lock_err)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Ok(None),
+        Err(TryLockError::Error(e)) => return Err(lock_err(e)),
+    }
+    let held = file.metadata().map_err(lock_err)?;
+    let current = std::fs::metadata(path).ok();
+    let same = current.is_some_and(|m| (m.dev(), m.ino()) == (held.dev(), held.ino()));
+    Ok(same.then(|| ChunkLock {
+        path: path.to_path_buf(),
+        _file: file,
+    }))
+}
+
+/// Waits for the lock of `path` (for short, rare sections such as a database repair).
+fn lock_file(path: &Path) -> Result<ChunkLock, CacheError> {
+    loop {
+        if let Some(lock) = try_lock_file(path)? {
+            return Ok(lock);
+        }
+        std::thread::sleep(LOCK_POLL);
+    }
+}
+
 async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
     let err = |source| CacheError::Db {
         path: path.to_path_buf(),
@@ -513,6 +786,23 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
         .connect_with(opts)
         .await
         .map_err(err)?;
+    // Damage inside the file (not only in its header) shows here; reads of the damaged pages
+    // would otherwise fail or miss on every run. Its cost grows with the file: about 1 s per GB.
+    let check: Vec<String> = sqlx::query_scalar("PRAGMA quick_check(5)")
+        .fetch_all(&pool)
+        .await
+        .map_err(err)?;
+    if check.first().map(String::as_str) != Some("ok") {
+        pool.close().await;
+        return Err(CacheError::Damaged {
+            path: path.to_path_buf(),
+            detail: check.join("; "),
+        });
+    }
+    // Migrations and the first-use stamp, one process at a time: a render that looked while
+    // another was creating the file would take it for a foreign one (tables, no stamp yet) and
+    // move it aside under the renders using it, and two migrators would fail each other.
+    let _init = lock_file(&path.with_file_name(".init.lock"))?;
     let app_id: i64 = sqlx::query_scalar("PRAGMA application_id")
         .fetch_one(&pool)
         .await

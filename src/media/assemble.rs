@@ -1,30 +1,52 @@
 //! `assemble`: ordered chunks → the final MP4.
 //!
-//! Input: chunk paths in playback order (all from `ChunkWriter` with the same settings),
-//! plus title, chapters and cues. Output: an MP4 with the chunks' H.264 packets copied
+//! Input: chunk paths in playback order (all from `ChunkWriter` with the same settings; a
+//! path may repeat), plus title, chapters and cues. Output: an MP4 with the chunks' H.264 packets copied
 //! (never re-encoded), one continuous AAC-LC 48 kHz mono track, an optional mov_text
 //! track, chapters, and the moov atom in front (faststart).
-//! Invariants: every chunk is validated before the output is created; video pts are the
-//! chunk's frame index plus the frames before it, dts are rebuilt as a constant reorder
-//! delay behind decode order (Matroska keeps no dts); the output appears only complete,
-//! and any failure removes the temp file.
+//! Invariants: every chunk is validated before the output is created (each distinct file
+//! once, by its header and packets, nothing decoded), and the file copied is the very one
+//! validated (same inode, size and mtime: chunks are only ever replaced by a rename), so the
+//! cost is one header parse per chunk plus the bytes; video pts are the chunk's frame index
+//! plus the frames before it, dts are rebuilt as a constant reorder delay behind decode order
+//! (Matroska keeps no dts); the output appears only complete, and any failure or a set stop
+//! flag (checked between packets) removes the temp file.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ffmpeg_next::{Dictionary, Rational, codec, encoder, format};
 
 use super::aac::AacTrack;
 use super::atomic::PartialFile;
 use super::error::{MediaError, ff};
-use super::probe::{ChunkScan, pts_to_frame, read_packet, scan};
+use super::probe::{ChunkScan, FileId, open_chunk, pts_to_frame, read_packet, scan_open};
 use super::subtitles::{MS, mov_text_encoder, prepare_cues, to_ms, write_mov_text};
 use super::{AssembleInfo, Chapter, OutputMeta, init};
 
-/// Builds `output` from `chunks`; see the module header for what is guaranteed.
+/// One chunk of the output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkRef {
+    pub path: PathBuf,
+    /// Frames and samples the caller found when it checked the chunk (its subtitles are laid
+    /// out on them): a file at `path` holding others was replaced since, and fails assembly.
+    pub expect: Option<(u64, u64)>,
+}
+
+impl From<PathBuf> for ChunkRef {
+    fn from(path: PathBuf) -> ChunkRef {
+        ChunkRef { path, expect: None }
+    }
+}
+
+/// Builds `output` from `chunks`; see the module header for what is guaranteed. `stop` set
+/// (SIGINT/SIGTERM) ends it within a packet with [`MediaError::Cancelled`] and no output.
 pub fn assemble(
-    chunks: &[PathBuf],
+    chunks: &[ChunkRef],
     output: &Path,
     meta: &OutputMeta,
+    stop: &AtomicBool,
 ) -> Result<AssembleInfo, MediaError> {
     init()?;
     if chunks.is_empty() {
@@ -35,12 +57,43 @@ pub fn assemble(
     }
     let chapters = prepare_chapters(&meta.chapters)?;
     let cues = prepare_cues(&meta.cues)?;
-    let scans = chunks
-        .iter()
-        .map(|c| scan(c))
-        .collect::<Result<Vec<_>, _>>()?;
-    check_compatible(chunks, &scans)?;
-    let totals = Totals::of(&scans)?;
+    let stopped = || {
+        if stop.load(Ordering::Relaxed) {
+            Err(MediaError::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    // Each distinct file once; `order[i]` is chunk i's entry in `files`.
+    let mut files: Vec<(&Path, ChunkScan, FileId)> = Vec::new();
+    let mut seen: HashMap<&Path, usize> = HashMap::new();
+    let mut order = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        stopped()?;
+        if let Some(&i) = seen.get(c.path.as_path()) {
+            order.push(i);
+            continue;
+        }
+        let mut open = open_chunk(&c.path)?;
+        let s = scan_open(&c.path, &mut open.input)?;
+        if let Some((frames, samples)) = c.expect
+            && (s.info.frames, s.info.samples) != (frames, samples)
+        {
+            return Err(MediaError::ChunkChanged {
+                path: c.path.clone(),
+                reason: format!(
+                    "it holds {} frames and {} samples, {frames} and {samples} when checked",
+                    s.info.frames, s.info.samples
+                ),
+            });
+        }
+        seen.insert(&c.path, files.len());
+        order.push(files.len());
+        files.push((&c.path, s, open.id));
+    }
+    check_compatible(&files)?;
+    let totals = Totals::of(order.iter().map(|&i| &files[i].1))?;
+    let first = &files[0].1;
 
     let partial = PartialFile::new(output)?;
     let mut out = ff(
@@ -58,7 +111,7 @@ pub fn assemble(
             "add video stream",
             out.add_stream(encoder::find(codec::Id::None)),
         )?;
-        st.set_parameters(scans[0].video_params.clone());
+        st.set_parameters(first.video_params.clone());
         // SAFETY: the stream's codecpar is valid while `out` lives. Matroska's codec tag
         // means nothing in MP4; 0 lets the mp4 muxer pick `avc1`.
         unsafe {
@@ -117,13 +170,27 @@ pub fn assemble(
     }
 
     let mut frame_offset: i64 = 0;
-    for (path, chunk) in chunks.iter().zip(&scans) {
+    for &i in &order {
+        stopped()?;
+        let (path, chunk, id) = &files[i];
+        let mut open = open_chunk(path)?;
+        if open.id != *id {
+            return Err(MediaError::ChunkChanged {
+                path: path.to_path_buf(),
+                reason: "another file is at its path now".into(),
+            });
+        }
         copy_chunk(
             path,
             chunk,
-            frame_offset,
-            totals.reorder_delay,
-            (frame_tb, video_tb),
+            &mut open.input,
+            Join {
+                frame_offset,
+                reorder_delay: totals.reorder_delay,
+                frame_tb,
+                video_tb,
+            },
+            stop,
             &mut aac,
             &mut out,
         )?;
@@ -152,14 +219,22 @@ struct Totals {
 
 impl Totals {
     /// Also enforces the one-frame agreement of audio and video that the caller promises.
-    fn of(scans: &[ChunkScan]) -> Result<Totals, MediaError> {
-        let t = Totals {
-            frames: scans.iter().map(|s| s.info.frames).sum(),
-            samples: scans.iter().map(|s| s.info.samples).sum(),
-            fps: scans[0].info.fps,
-            sample_rate: scans[0].info.sample_rate,
-            reorder_delay: scans.iter().map(|s| s.reorder_delay).max().unwrap_or(0),
+    fn of<'a>(scans: impl Iterator<Item = &'a ChunkScan>) -> Result<Totals, MediaError> {
+        let mut t = Totals {
+            frames: 0,
+            samples: 0,
+            fps: 0,
+            sample_rate: 0,
+            reorder_delay: 0,
         };
+        for s in scans {
+            if t.fps == 0 {
+                (t.fps, t.sample_rate) = (s.info.fps, s.info.sample_rate);
+            }
+            t.frames += s.info.frames;
+            t.samples += s.info.samples;
+            t.reorder_delay = t.reorder_delay.max(s.reorder_delay);
+        }
         if (t.video_s() - t.audio_s()).abs() > 1.0 / f64::from(t.fps) + 1e-9 {
             return Err(MediaError::DurationMismatch {
                 video_s: t.video_s(),
@@ -178,24 +253,40 @@ impl Totals {
     }
 }
 
+/// Where a chunk goes on the output's timeline.
+struct Join {
+    frame_offset: i64,
+    reorder_delay: i64,
+    frame_tb: Rational,
+    video_tb: Rational,
+}
+
 /// Copies one chunk's video packets and feeds its PCM to the AAC track, in file order
 /// (the chunk is already interleaved, so the output is too).
 fn copy_chunk(
     path: &Path,
     chunk: &ChunkScan,
-    frame_offset: i64,
-    reorder_delay: i64,
-    (frame_tb, video_tb): (Rational, Rational),
+    input: &mut format::context::Input,
+    join: Join,
+    stop: &AtomicBool,
     aac: &mut AacTrack,
     out: &mut format::context::Output,
 ) -> Result<(), MediaError> {
-    let mut input = ff(path, "open chunk", format::input(path))?;
+    let Join {
+        frame_offset,
+        reorder_delay,
+        frame_tb,
+        video_tb,
+    } = join;
     let chunk_tb = input
         .stream(chunk.video_index)
         .map_or(frame_tb, |s| s.time_base());
     let mut decode_index: i64 = 0;
     let mut pcm: Vec<i16> = Vec::new();
-    while let Some(mut packet) = read_packet(path, &mut input)? {
+    while let Some(mut packet) = read_packet(path, input)? {
+        if stop.load(Ordering::Relaxed) {
+            return Err(MediaError::Cancelled);
+        }
         if packet.stream() == chunk.video_index {
             let frame = pts_to_frame(packet.pts().unwrap_or(0), chunk_tb, frame_tb);
             packet.set_pts(Some(frame_offset + frame));
@@ -222,12 +313,12 @@ fn copy_chunk(
 }
 
 /// First chunk's size, fps, sample rate and H.264 parameter sets must hold for all.
-fn check_compatible(chunks: &[PathBuf], scans: &[ChunkScan]) -> Result<(), MediaError> {
-    let first = &scans[0];
-    for (path, s) in chunks.iter().zip(scans).skip(1) {
+fn check_compatible(files: &[(&Path, ChunkScan, FileId)]) -> Result<(), MediaError> {
+    let first = &files[0].1;
+    for (path, s, _) in files.iter().skip(1) {
         let mismatch = |what: &'static str, first: String, found: String| {
             Err(MediaError::ChunkMismatch {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 what,
                 first,
                 found,

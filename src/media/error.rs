@@ -59,6 +59,14 @@ pub enum MediaError {
     /// A title, chapter or cue that cannot be written.
     #[error("invalid output metadata: {0}")]
     InvalidMeta(String),
+    /// A chunk file that is not the one checked before (another process replaced or removed it
+    /// meanwhile, e.g. `talker cache gc`): copying it would give an output that misses its own
+    /// subtitles, or interleaves two renders.
+    #[error("{}: changed while this render used it ({reason}); run the render again", path.display())]
+    ChunkChanged { path: PathBuf, reason: String },
+    /// The caller's stop flag (SIGINT/SIGTERM) was set; nothing was written.
+    #[error("stopped before the output was complete")]
+    Cancelled,
     /// A method was called after an earlier ffmpeg failure left the writer in an unknown state.
     #[error("{}: writer is unusable after an earlier error", path.display())]
     Poisoned { path: PathBuf },

@@ -22,7 +22,7 @@ mod tests;
 
 use std::sync::OnceLock;
 
-pub use assemble::assemble;
+pub use assemble::{ChunkRef, assemble};
 pub use audio::{AudioFormat, AudioMeta, AudioWriter};
 pub use chunk::ChunkWriter;
 pub use error::MediaError;
@@ -110,7 +110,7 @@ impl VideoSettings {
     }
 }
 
-/// What a finished (or probed) chunk holds; a resume compares it with what it would write.
+/// What a finished (or probed) chunk holds, with the settings it was encoded with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkInfo {
     pub frames: u64,
@@ -122,18 +122,6 @@ pub struct ChunkInfo {
     pub sample_rate: u32,
     pub crf: u8,
     pub preset: String,
-}
-
-impl ChunkInfo {
-    /// True when this chunk was encoded with these settings (threads do not matter).
-    pub fn matches(&self, video: &VideoSettings, sample_rate: u32) -> bool {
-        self.width == video.width
-            && self.height == video.height
-            && self.fps == video.fps
-            && self.crf == video.crf
-            && self.preset == video.preset
-            && self.sample_rate == sample_rate
-    }
 }
 
 /// An MP4 chapter, in seconds from the start of the output.

@@ -8,13 +8,16 @@
 //! time equals what its packets cover (a truncated file fails this check).
 
 use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::ptr;
 
 use ffmpeg_next::{DictionaryRef, Packet, Rational, Rescale, codec, format, media};
 
 use super::chunk::{CHUNK_VERSION, TAG_CRF, TAG_FPS, TAG_PRESET, TAG_SAMPLE_RATE, TAG_VERSION};
-use super::error::{MediaError, ff};
+use super::error::{MediaError, ff, io};
 use super::{ChunkInfo, init};
 
 /// No real chunk comes near this (a week at 25 fps); a corrupt pts beyond it must not make
@@ -27,6 +30,58 @@ const DURATION_TOLERANCE_US: i64 = 2_000;
 /// Validates a checkpointed chunk; an error means "discard it and encode the segment again".
 pub fn probe_chunk(path: &Path) -> Result<ChunkInfo, MediaError> {
     scan(path).map(|s| s.info)
+}
+
+/// Which file a path led to when it was opened: the same identity later means the same bytes,
+/// because chunks are only ever replaced by a rename (a new inode), never rewritten in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+/// A chunk opened once: ffmpeg reads the very file `file` holds (through `/proc/self/fd`), so
+/// a rename onto the path afterwards cannot change what is read.
+pub(crate) struct OpenChunk {
+    pub(crate) input: format::context::Input,
+    pub(crate) id: FileId,
+}
+
+/// Opens a chunk reading only its Matroska header. `avformat_find_stream_info` is skipped: it
+/// decodes frames of every chunk, which was most of assembly's cost per chunk, and everything
+/// checked here (tags, streams, parameter sets, sizes, rates) is in the header.
+pub(crate) fn open_chunk(path: &Path) -> Result<OpenChunk, MediaError> {
+    init()?;
+    let file = io(path, "open chunk", File::open(path))?;
+    let m = io(path, "stat chunk", file.metadata())?;
+    let id = FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    };
+    let fd_path =
+        CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL in a number");
+    // SAFETY: `ps` starts null as avformat_open_input requires; on success it is a valid
+    // context that `Input::wrap` takes ownership of (and closes on drop); on failure ffmpeg
+    // frees it and leaves it null.
+    let input = unsafe {
+        let mut ps = ptr::null_mut();
+        match ffmpeg_next::ffi::avformat_open_input(
+            &mut ps,
+            fd_path.as_ptr(),
+            ptr::null(),
+            ptr::null_mut(),
+        ) {
+            0 => format::context::Input::wrap(ps),
+            e => return ff(path, "open chunk", Err(ffmpeg_next::Error::from(e))),
+        }
+    };
+    // ffmpeg holds its own descriptor of the same file now.
+    drop(file);
+    Ok(OpenChunk { input, id })
 }
 
 /// Everything `assemble` needs to know about one chunk before it writes any output.
@@ -44,8 +99,14 @@ pub(crate) struct ChunkScan {
 }
 
 pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
-    init()?;
-    let mut input = ff(path, "open chunk", format::input(path))?;
+    scan_open(path, &mut open_chunk(path)?.input)
+}
+
+/// [`scan`] of a chunk already open (read to its end).
+pub(crate) fn scan_open(
+    path: &Path,
+    input: &mut format::context::Input,
+) -> Result<ChunkScan, MediaError> {
     let bad = |reason: String| MediaError::BadChunk {
         path: path.to_path_buf(),
         reason,
@@ -100,13 +161,16 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
         codec::Context::from_parameters(video_params),
     )?;
     let v = ff(path, "read video parameters", decoder.decoder().video())?;
-    // Matroska does not store the pixel format; ffmpeg learns it by decoding the first
-    // frame, so a chunk without frames reports none.
-    if v.format() != format::Pixel::YUV420P && v.format() != format::Pixel::None {
-        return Err(bad(format!(
-            "pixel format {:?}, expected YUV420P",
-            v.format()
-        )));
+    // Matroska does not store the pixel format (ffmpeg learns it only by decoding, which the
+    // header-only open skips); the avcC record's profile tells it: Baseline, Main, Extended
+    // and High are 8-bit 4:2:0 only.
+    match extradata.get(1) {
+        Some(66 | 77 | 88 | 100) => {}
+        other => {
+            return Err(bad(format!(
+                "pixel format is not yuv420p (H.264 profile {other:?} is not an 8-bit 4:2:0 one)"
+            )));
+        }
     }
     let (width, height) = (v.width(), v.height());
     let decoder = ff(
@@ -128,7 +192,7 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
     let mut frames: u64 = 0;
     let mut samples: u64 = 0;
     let mut reorder_delay: i64 = 0;
-    while let Some(packet) = read_packet(path, &mut input)? {
+    while let Some(packet) = read_packet(path, input)? {
         if packet.stream() == video_index {
             let pts = packet
                 .pts()

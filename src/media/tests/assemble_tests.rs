@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use super::super::{Chapter, Cue, OutputMeta, VideoSettings, assemble};
+use super::super::{Chapter, Cue, OutputMeta, VideoSettings};
 use super::{
-    entries, ffprobe, frame_md5s, num, small, stream, temp, top_level_atoms, write_chunk,
-    write_chunk_at,
+    assemble_paths, entries, ffprobe, frame_md5s, num, small, stream, temp, top_level_atoms,
+    write_chunk, write_chunk_at,
 };
 
 /// Frames of a chunk on the global grid the pipeline uses.
@@ -25,7 +25,7 @@ fn one_chunk_gives_h264_aac_faststart_mp4() {
         title: Some("Chapter One: «Ünïcode»".into()),
         ..OutputMeta::default()
     };
-    let info = assemble(&[chunk], &out, &meta).expect("assemble");
+    let info = assemble_paths(&[chunk], &out, &meta).expect("assemble");
     assert_eq!((info.frames, info.audio_samples), (50, 44100));
     assert!((info.duration_s - 2.0).abs() < 1e-9);
     assert_eq!(info.bytes, std::fs::metadata(&out).unwrap().len());
@@ -69,7 +69,7 @@ fn three_chunks_on_a_sample_grid_concatenate_exactly() {
     }
     let total: u64 = lengths.iter().sum();
     let expected = (total * 25 + 11025) / 22050;
-    let info = assemble(&chunks, &out, &OutputMeta::default()).expect("assemble");
+    let info = assemble_paths(&chunks, &out, &OutputMeta::default()).expect("assemble");
     assert_eq!(info.frames, expected);
     assert_eq!(info.audio_samples, total);
 
@@ -102,7 +102,7 @@ fn chunks_without_b_frames_and_empty_chunks_assemble() {
         write_chunk(&path, &video, 22050, *frames, *samples);
         chunks.push(path);
     }
-    let info = assemble(&chunks, &out, &OutputMeta::default()).expect("assemble");
+    let info = assemble_paths(&chunks, &out, &OutputMeta::default()).expect("assemble");
     assert_eq!(info.frames, 35);
     // ffmpeg cannot decode a chunk without frames, so it is left out of the reference.
     let chunk_frames: Vec<String> = [&chunks[0], &chunks[2]]
@@ -145,7 +145,7 @@ fn chapters_and_subtitles_are_written() {
             },
         ],
     };
-    assemble(&[chunk], &out, &meta).expect("assemble");
+    assemble_paths(&[chunk], &out, &meta).expect("assemble");
 
     let p = ffprobe(&out, &[]);
     let chapters = p["chapters"].as_array().expect("chapters");
@@ -189,7 +189,7 @@ fn audio_is_continuous_and_aligned_across_chunk_joins() {
         chunks.push(path);
         start += len;
     }
-    assemble(&chunks, &out, &OutputMeta::default()).expect("assemble");
+    assemble_paths(&chunks, &out, &OutputMeta::default()).expect("assemble");
 
     // Decoded with the edit list applied, so encoder priming must not shift the tone.
     let pcm = Command::new("ffmpeg")

@@ -12,8 +12,6 @@ fn chunk_round_trips_through_probe_and_ffprobe() {
     let info = write_chunk(&path, &small(25), 22050, 10, 8820);
     assert_eq!((info.frames, info.samples), (10, 8820));
     assert_eq!(probe_chunk(&path).expect("probe"), info);
-    assert!(info.matches(&small(25), 22050));
-    assert!(!info.matches(&small(30), 22050));
     assert_eq!(entries(dir.path()), ["seg.mkv"]);
 
     let p = ffprobe(&path, &["-count_frames"]);
@@ -290,7 +288,7 @@ fn truncated_or_foreign_chunks_fail_probe() {
     assert!(
         matches!(
             err,
-            MediaError::Ffmpeg {
+            MediaError::Io {
                 step: "open chunk",
                 ..
             }

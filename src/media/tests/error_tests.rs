@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::{Chapter, Cue, MediaError, OutputMeta, VideoSettings, assemble};
-use super::{entries, small, temp, write_chunk};
+use super::super::{Chapter, Cue, MediaError, OutputMeta, VideoSettings};
+use super::{assemble_paths, entries, small, temp, write_chunk};
 
 /// Two good 0.4 s chunks in `dir`.
 fn two_chunks(dir: &Path) -> Vec<PathBuf> {
@@ -21,7 +21,7 @@ fn two_chunks(dir: &Path) -> Vec<PathBuf> {
 fn fails(chunks: &[PathBuf], out: &Path, meta: &OutputMeta) -> MediaError {
     let dir = out.parent().expect("parent");
     let before = if dir.is_dir() { entries(dir) } else { vec![] };
-    let err = assemble(chunks, out, meta).expect_err("assemble must fail");
+    let err = assemble_paths(chunks, out, meta).expect_err("assemble must fail");
     if dir.is_dir() {
         assert_eq!(entries(dir), before, "leftovers after: {err}");
     }
@@ -82,7 +82,7 @@ fn missing_and_truncated_chunks() {
     chunks.push(dir.path().join("missing.mkv"));
     let err = fails(&chunks, &out, &OutputMeta::default());
     assert!(
-        matches!(err, MediaError::Ffmpeg { step: "open chunk", ref path, .. } if path.ends_with("missing.mkv")),
+        matches!(err, MediaError::Io { step: "open chunk", ref path, .. } if path.ends_with("missing.mkv")),
         "{err}"
     );
 
@@ -120,7 +120,7 @@ fn outputs_that_cannot_be_created() {
         ),
         "{err}"
     );
-    let err = assemble(&chunks, Path::new("/"), &meta).expect_err("no file name");
+    let err = assemble_paths(&chunks, Path::new("/"), &meta).expect_err("no file name");
     assert!(
         matches!(
             err,

@@ -173,3 +173,13 @@ pub(super) fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().join(name);
     (dir, path)
 }
+
+/// `assemble` of plain paths, never stopped.
+pub(super) fn assemble_paths(
+    chunks: &[PathBuf],
+    out: &Path,
+    meta: &super::OutputMeta,
+) -> Result<super::AssembleInfo, super::MediaError> {
+    let refs: Vec<super::ChunkRef> = chunks.iter().cloned().map(Into::into).collect();
+    super::assemble(&refs, out, meta, &std::sync::atomic::AtomicBool::new(false))
+}
