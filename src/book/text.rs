@@ -10,33 +10,10 @@ use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
 /// Chapter lines are short; a longer line starting with "Chapter" is prose.
 const MAX_HEADING_CHARS: usize = 80;
 
-const NUMBER_WORDS: &[&str] = &[
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-    "thirty",
-    "forty",
-    "fifty",
-    "first",
-    "last",
-];
+/// A chapter's number spelt out: a cardinal ("Twelve", "forty-two") or "first"/"last".
+fn is_number_word(word: &str) -> bool {
+    crate::text::is_cardinal_word(word) || matches!(word, "first" | "last")
+}
 
 /// Never fails today; the `Result` keeps the readers interchangeable.
 pub fn read_text(_path: &Path, text: &str) -> Result<Book, ScriptError> {
@@ -90,10 +67,10 @@ pub fn is_chapter_line(line: &str) -> bool {
         && (number.chars().all(|c| c.is_ascii_digit())
             || (number.chars().all(|c| "IVXLCDM".contains(c)))
             || (number.chars().all(|c| "ivxlcdm".contains(c)) && number.len() <= 4)
-            || NUMBER_WORDS.contains(&lower.as_str())
+            || is_number_word(&lower)
             || lower
                 .split('-')
-                .all(|w| NUMBER_WORDS.contains(&w) || w.ends_with("ty")))
+                .all(|w| is_number_word(w) || w.ends_with("ty")))
 }
 
 #[cfg(test)]

@@ -112,6 +112,8 @@ mod units;
 #[cfg(test)]
 mod tests;
 
+pub use numbers::is_cardinal_word;
+
 /// Expands what a TTS voice would misread into words: numbers, ordinals, money, percentages, years, dates,
 /// times, ranges, fractions, phone numbers, abbreviations, units, symbols, Roman numerals after their cue
 /// words and typography (see the module docs for each rule). Leaves ordinary words alone; never panics; the

@@ -32,6 +32,11 @@ const TENS: [&str; 10] = [
     "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
 ];
 
+/// Whether `word` (lower case) is a cardinal from one to ninety spelt out ("twelve", "forty").
+pub fn is_cardinal_word(word: &str) -> bool {
+    ONES[1..].contains(&word) || TENS[2..].contains(&word)
+}
+
 /// Short-scale names for each group of three digits; index 0 is the units group.
 const SCALES: [&str; 12] = [
     "",
