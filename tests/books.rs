@@ -492,6 +492,31 @@ fn markdown_to_mp4_chapters_and_srt() {
     check_times(&ch, duration);
     let srt = std::fs::read_to_string(dir.path().join("talk.srt")).unwrap();
     assert_eq!(srt.matches(" --> ").count(), 4, "{srt}");
+    // The converted JSON gives the same MP4, rendered afresh in a cache of its own.
+    let (_, json) = convert(dir.path(), &md);
+    let again = dir.path().join("again.mp4");
+    let fresh = dir.path().join("fresh-cache");
+    let report = render(
+        dir.path(),
+        &json,
+        &again,
+        &[
+            repo("examples/portrait.png").to_str().unwrap(),
+            "--framing",
+            "head",
+            "--size",
+            "128x128",
+            "--fps",
+            "10",
+            "--cache",
+            fresh.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(report["chunks_reused"], 0, "a render of its own");
+    assert!(
+        std::fs::read(&out).unwrap() == std::fs::read(&again).unwrap(),
+        "the converted script renders a different MP4"
+    );
 }
 
 #[test]
