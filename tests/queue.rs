@@ -1212,8 +1212,11 @@ fn queue_locations_and_foreign_files_are_checked() {
         .output()
         .expect("sqlite3 is installed");
     assert!(o.status.success());
+    let not_a_database = d.join("notes.txt");
+    std::fs::write(&not_a_database, "not a database at all, but long enough").unwrap();
     for (queue, needle, code) in [
         (s(&foreign).to_owned(), "another program", 2),
+        (s(&not_a_database).to_owned(), "another program", 2),
         ("mysql://db/x".to_owned(), "not a queue location", 2),
         (
             "postgres://nobody@localhost:1/none".to_owned(),

@@ -28,6 +28,22 @@ pub(super) const DIALECT: Dialect = Dialect {
     skip_locked: "",
 };
 
+/// A file that exists but is no SQLite database would fail every pooled connection, and the pool
+/// would retry until its acquire timeout (a minute); its first bytes tell at once.
+fn is_sqlite_or_new(path: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    // `stat` first: opening a FIFO to read its header would block.
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Ok(false),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
+    }
+    let mut head = Vec::with_capacity(16);
+    std::fs::File::open(path)?.take(16).read_to_end(&mut head)?;
+    Ok(head.is_empty() || head == b"SQLite format 3\0")
+}
+
 pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueError> {
     let open_err = |message: String| QueueError::Open {
         location: shown.to_owned(),
@@ -41,6 +57,11 @@ pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueEr
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    if !is_sqlite_or_new(&path)
+        .map_err(|e| open_err(format!("cannot read {}: {e}", path.display())))?
+    {
+        return Err(QueueError::Foreign(shown.to_owned()));
     }
     let url = SqliteConnectOptions::new()
         .filename(&path)
