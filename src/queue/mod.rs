@@ -101,7 +101,9 @@ pub enum QueueError {
     },
     #[error("queue {location}: {message}")]
     Open { location: String, message: String },
-    #[error("queue {0}: the file is not a talker queue (a database of another program, or no database); choose another --queue path")]
+    #[error(
+        "queue {0}: the file is not a talker queue (a database of another program, or no database); choose another --queue path"
+    )]
     Foreign(String),
     #[error("cannot start the queue's runtime: {0}")]
     Runtime(std::io::Error),
