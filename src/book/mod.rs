@@ -200,7 +200,13 @@ pub(crate) fn collapse(text: &str) -> String {
 }
 
 fn clip(text: &str, max: usize) -> String {
-    let text = collapse(text);
+    // Labels go into MP4 metadata, which holds only printable text (the script validator refuses
+    // control characters there), so a book's stray ones are dropped rather than failing it.
+    let printable: String = text
+        .chars()
+        .filter(|c| !c.is_control() || c.is_whitespace())
+        .collect();
+    let text = collapse(&printable);
     match text.char_indices().nth(max) {
         Some((i, _)) => text[..i].to_owned(),
         None => text,
@@ -240,6 +246,14 @@ mod tests {
         assert!(pieces.iter().all(|s| s.chars().count() <= 20), "{pieces:?}");
         assert!(pieces.iter().all(|s| s.ends_with('.')), "{pieces:?}");
         assert_eq!(pieces.join(" "), p.trim());
+    }
+
+    #[test]
+    fn labels_lose_control_characters() {
+        assert_eq!(
+            clip("In\u{1}tro\u{0} one\ntwo", MAX_TITLE_CHARS),
+            "Intro one two"
+        );
     }
 
     #[test]
