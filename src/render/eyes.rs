@@ -16,7 +16,7 @@
 //!   box, there is no seam, and blink 0 reproduces the portrait exactly.
 
 use super::geometry::{Curve, Frame, P, len, mean, smoothstep, sub};
-use super::sample::{Rgb, luma, mix, mul};
+use super::sample::{Rgb, luma, mean3, median, mix, mul};
 
 const LUT: usize = 65;
 
@@ -261,22 +261,4 @@ fn lab(c: [f32; 3]) -> [f32; 3] {
     let fy = f(0.2126 * r + 0.7152 * g + 0.0722 * b);
     let fz = f((0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883);
     [116.0 * fy - 16.0, 500.0 * (fx - fy), 200.0 * (fy - fz)]
-}
-
-fn mean3(cs: &[[f32; 3]]) -> [f32; 3] {
-    let n = cs.len().max(1) as f32;
-    let s = cs
-        .iter()
-        .fold([0.0; 3], |a, c| [a[0] + c[0], a[1] + c[1], a[2] + c[2]]);
-    [s[0] / n, s[1] / n, s[2] / n]
-}
-
-fn median(cs: &mut [[f32; 3]]) -> [f32; 3] {
-    let mut out = [0.0; 3];
-    for (k, o) in out.iter_mut().enumerate() {
-        let mut v: Vec<f32> = cs.iter().map(|c| c[k]).collect();
-        v.sort_by(f32::total_cmp);
-        *o = v.get(v.len() / 2).copied().unwrap_or(0.0);
-    }
-    out
 }

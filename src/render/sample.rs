@@ -111,6 +111,26 @@ pub(crate) fn luma(c: [f32; 3]) -> f32 {
     0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2]
 }
 
+/// Mean of colour samples per channel (black for none): the colour a region is painted with.
+pub(crate) fn mean3(cs: &[[f32; 3]]) -> [f32; 3] {
+    let n = cs.len().max(1) as f32;
+    let s = cs
+        .iter()
+        .fold([0.0; 3], |a, c| [a[0] + c[0], a[1] + c[1], a[2] + c[2]]);
+    [s[0] / n, s[1] / n, s[2] / n]
+}
+
+/// Median of colour samples per channel: a region's tone without its highlights and shadows.
+pub(crate) fn median(cs: &mut [[f32; 3]]) -> [f32; 3] {
+    let mut out = [0.0; 3];
+    for (k, o) in out.iter_mut().enumerate() {
+        let mut v: Vec<f32> = cs.iter().map(|c| c[k]).collect();
+        v.sort_by(f32::total_cmp);
+        *o = v.get(v.len() / 2).copied().unwrap_or(0.0);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 
 use super::Lips;
 use crate::render::geometry::{Frame, P, mean};
-use crate::render::sample::{Rgb, luma};
+use crate::render::sample::{Rgb, luma, mean3, median};
 
 pub(super) struct Colours {
     pub lip: [f32; 3],
@@ -82,22 +82,4 @@ pub(super) fn saturation(c: [f32; 3]) -> f32 {
     let hi = c[0].max(c[1]).max(c[2]);
     let lo = c[0].min(c[1]).min(c[2]);
     if hi <= 0.0 { 0.0 } else { (hi - lo) / hi }
-}
-
-fn mean3(cs: &[[f32; 3]]) -> [f32; 3] {
-    let n = cs.len().max(1) as f32;
-    let s = cs
-        .iter()
-        .fold([0.0; 3], |a, c| [a[0] + c[0], a[1] + c[1], a[2] + c[2]]);
-    [s[0] / n, s[1] / n, s[2] / n]
-}
-
-fn median(cs: &mut [[f32; 3]]) -> [f32; 3] {
-    let mut out = [0.0; 3];
-    for (k, o) in out.iter_mut().enumerate() {
-        let mut v: Vec<f32> = cs.iter().map(|c| c[k]).collect();
-        v.sort_by(f32::total_cmp);
-        *o = v.get(v.len() / 2).copied().unwrap_or(0.0);
-    }
-    out
 }
