@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::bounded;
@@ -467,6 +467,7 @@ pub fn render(
         stop: AtomicBool::new(false),
         workers: opts.threads.max(1),
         speech_wait_nanos: AtomicU64::new(0),
+        adopted: AtomicUsize::new(0),
     };
     let new_chunks = run_threads(&shared, &mut engine, &todo)?;
     for (i, d) in new_chunks {
@@ -522,7 +523,7 @@ pub fn render(
         width: size.0,
         height: size.1,
         chunks: plan.chunks.len(),
-        chunks_reused,
+        chunks_reused: chunks_reused + shared.adopted.load(Ordering::Relaxed),
         utterances: plan.utterances.len(),
         phrase_hits: shared_hits(&engine, &plan, &todo),
         backend: service.info().clone(),
@@ -625,6 +626,8 @@ struct Shared<'a> {
     workers: usize,
     /// Time chunk workers spent waiting for a chunk's audio, summed.
     speech_wait_nanos: AtomicU64,
+    /// Chunks found finished but rowless while rendering (see [`adopt_rowless`]).
+    adopted: AtomicUsize,
 }
 
 impl Shared<'_> {
@@ -769,6 +772,13 @@ fn render_one(
     let Some(_lock) = lock? else {
         return Err(Error::Cancelled);
     };
+    let frames = audio.frames(plan.sample_rate, shared.look.video.fps);
+    let done = ChunkDone {
+        frames,
+        samples: audio.pcm.len() as u64,
+        spans: audio.sentence_spans.clone(),
+    };
+    let meta = serde_json::to_string(&done).expect("chunk meta serialises");
     match cache.find_chunk(key) {
         Ok(Some(entry)) => {
             if let Some(d) = chunk_done(&entry, plan.chunks[i].sentences.len()) {
@@ -778,20 +788,18 @@ fn render_one(
             // Unusable; nobody reads a file without a row, so it goes before the new one.
             let _ = cache.drop_chunk(key);
         }
-        Ok(None) => {}
+        Ok(None) => {
+            if adopt_rowless(shared, key, &path, &done, &meta) {
+                tracing::debug!(chunk = i, "finished chunk without its row adopted");
+                return Ok(done);
+            }
+        }
         // Says nothing about the entry (it may be another render's good chunk): keep it.
         Err(e) => shared.progress.event(Event::Warning {
             message: format!("{e}; rendering the chunk again"),
         }),
     }
     media::remove_stale_partials(&path);
-    let frames = audio.frames(plan.sample_rate, shared.look.video.fps);
-    let done = ChunkDone {
-        frames,
-        samples: audio.pcm.len() as u64,
-        spans: audio.sentence_spans.clone(),
-    };
-    let meta = serde_json::to_string(&done).expect("chunk meta serialises");
     tracing::debug!(chunk = i, frames, "chunk started");
     chunk::render(
         shared.look,
@@ -818,6 +826,33 @@ fn render_one(
     }
     tracing::debug!(chunk = i, "chunk finished");
     Ok(done)
+}
+
+/// A chunk file under its final name with no row: a render was killed between the rename and
+/// the row. Files are renamed only when complete and fsynced, and the key covers every input, so
+/// the file is adopted when its header agrees with this chunk's audio (frames, samples, rates);
+/// anything else is rendered again over it.
+fn adopt_rowless(shared: &Shared, key: &Key, path: &Path, done: &ChunkDone, meta: &str) -> bool {
+    if !path.exists() {
+        return false;
+    }
+    let video = &shared.look.video;
+    let fits = media::probe_chunk(path).is_ok_and(|info| {
+        info.frames == done.frames
+            && info.samples == done.samples
+            && info.fps == video.fps
+            && info.sample_rate == shared.plan.sample_rate
+    });
+    if fits
+        && shared
+            .cache
+            .put_chunk(key, done.frames, done.samples, meta)
+            .is_ok()
+    {
+        shared.adopted.fetch_add(1, Ordering::Relaxed);
+        return true;
+    }
+    false
 }
 
 /// What the speech thread has asked for and holds, by phrase key.

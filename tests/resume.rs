@@ -44,9 +44,7 @@ fn killed_render_leaves_nothing_half_written_and_resumes() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // A chunk's file appears just before its row (rows only after complete files): killing at
-    // that instant would leave a rowless file, so the kill comes a moment later.
-    std::thread::sleep(Duration::from_millis(150));
+    // The kill may land between a chunk file's rename and its row: the rerun adopts that file.
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let done_before = finished_chunks(&cache);
@@ -171,5 +169,68 @@ fn sigterm_during_assembly_stops_at_once_with_exit_130_and_no_output() {
         listing(dir.path()).iter().all(|f| !f.contains("partial")),
         "{:?}",
         listing(dir.path())
+    );
+}
+
+/// Drops every chunk row, as a kill between a chunk's rename and its row would.
+fn forget_chunk_rows(cache: &std::path::Path) {
+    let o = std::process::Command::new("sqlite3")
+        .arg(cache.join("cache.sqlite"))
+        .arg("DELETE FROM chunks;")
+        .output()
+        .expect("the sqlite3 CLI is needed for this test");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn finished_chunks_without_rows_are_adopted_and_damaged_ones_rendered_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = repo("examples/lecture.json");
+    let args = ["--framing", "head", "--size", "160x160", "--deterministic"];
+    let first = dir.path().join("first.mp4");
+    let report = render_json(dir.path(), &script, &first, &args);
+    let chunks = report["chunks"].as_u64().unwrap();
+    let cache = dir.path().join("cache");
+
+    forget_chunk_rows(&cache);
+    let adopted = dir.path().join("adopted.mp4");
+    let report = render_json(dir.path(), &script, &adopted, &args);
+    assert_eq!(report["chunks_reused"].as_u64(), Some(chunks), "{report}");
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&adopted).unwrap()
+    );
+
+    // A rowless file cut short (which a kill cannot leave, but a disk can) is not adopted.
+    forget_chunk_rows(&cache);
+    let mut files: Vec<_> = std::fs::read_dir(cache.join("chunks"))
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|f| f.path())
+        .filter(|f| {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            name.ends_with(".mkv") && !name.starts_with('.')
+        })
+        .collect();
+    files.sort();
+    let cut = &files[0];
+    let len = std::fs::metadata(cut).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(cut)
+        .unwrap()
+        .set_len(len * 2 / 3)
+        .unwrap();
+    let again = dir.path().join("again.mp4");
+    let report = render_json(dir.path(), &script, &again, &args);
+    assert_eq!(
+        report["chunks_reused"].as_u64(),
+        Some(chunks - 1),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&again).unwrap()
     );
 }
