@@ -10,15 +10,15 @@ Input: a Piper voice (.onnx) and the ids JSON written by `talker engine ids` (it
   compare    one `validate --out` file (or, with --prefix, its first sentences) against the reference: durations identical?, SNR per
              sentence, NaN/Inf count; exits 1 when a gate (--min-snr, durations, non-finite) fails.
   bench-ort  ONNX Runtime CPU throughput (audio-seconds per second) at each batch size.
-  bench-torch
-             PyTorch eager on the GPU running the same graph, converted by onnx2torch (the two
-             unseeded RandomNormalLike nodes become zeros: with noise off their output is
-             multiplied by zero anyway, so the computation is the same); FP32, or with --autocast
-             under torch.autocast(float16).
+  bench-ort-cuda
+             ONNX Runtime's CUDA execution provider (e.g. the onnxruntime-gpu wheel on PYTHONPATH)
+             at each batch size, with cudnn_conv_algo_search at its default (EXHAUSTIVE) and at
+             DEFAULT; with --ref, also durations and SNR against the CPU reference. (PyTorch eager
+             is scripts/gpu-baseline-torch.py, Piper's own module.)
 
 Batches are formed exactly as talker forms them (`tts::batch::plan` with its default bucket
 edges): sorted by (bucket, length), a batch never spans two buckets, at most N items.
-Needs numpy, onnx, onnxruntime; bench-torch also torch and onnx2torch.
+Needs numpy, onnx, onnxruntime (onnxruntime-gpu for bench-ort-cuda).
 """
 import argparse
 import json
@@ -165,12 +165,14 @@ def cmd_compare(a):
     return result, ok
 
 
-def timed_passes(run_batch, sents, batch_sizes, passes):
+def timed_passes(run_batch, sents, batch_sizes, passes, warm_all=False):
+    """Median of `passes` timed passes per batch size. The untimed warm-up is a few batches, or
+    with `warm_all` one whole pass (a runtime that tunes per shape, as cuDNN's search does, then
+    meets no new shape while timed)."""
     rows = []
     for n in batch_sizes:
         groups = batches([len(s) for s in sents], n)
-        # Untimed warm-up on a few batches (neither runtime compiles per shape), then timed passes.
-        for g in groups[:4]:
+        for g in (groups if warm_all else groups[:4]):
             run_batch([sents[i] for i in g])
         times, samples = [], 0
         for _ in range(passes):
@@ -193,90 +195,57 @@ def cmd_bench_ort(a):
             "threads": a.threads, "rows": rows}
 
 
-def torch_model(model_path):
-    import onnx
-    try:
-        import torchvision  # noqa: F401  (onnx2torch imports it for RoiAlign and NMS)
-    except ImportError:
-        # This graph has neither op: a stand-in module lets onnx2torch import without it.
-        import types
-        tv = types.ModuleType("torchvision")
-        tv.ops = types.ModuleType("torchvision.ops")
-        tv.ops.roi_align = None
-        sys.modules["torchvision"], sys.modules["torchvision.ops"] = tv, tv.ops
-    import torch
-    from onnx2torch import convert
-    from onnx2torch.node_converters import nonzero
-    from onnx2torch.node_converters import range as range_converter
-
-    # onnx2torch 1.5.15 returns torch.nonzero's [N, rank]; ONNX NonZero is [rank, N] (the graph
-    # transposes it before its GatherND/ScatterND).
-    nonzero.OnnxNonZero.forward = lambda self, x: torch.nonzero(x).T
-    # ONNX Range is empty when the limit lies behind the start; torch.arange raises instead.
-    arange = range_converter.OnnxRange._arange
-
-    def empty_aware_arange(self, start, limit, delta):
-        s, lim, d = (self._get_scalar(v) for v in (start, limit, delta))
-        return arange(self, s, lim if (lim - s) * d > 0 else s, d)
-
-    range_converter.OnnxRange._arange = empty_aware_arange
-    m = onnx.load_model_from_string(with_durations(model_path))
-    for k, node in enumerate(m.graph.node):
-        # onnx2torch names unnamed nodes itself, and those names can clash: name them all.
-        node.name = f"n{k}"
-        # Trailing empty optional inputs ("" = absent) trip its Clip converter: drop them.
-        while node.input and node.input[-1] == "":
-            del node.input[-1]
-        if node.op_type == "RandomNormalLike":
-            # Zeros of the input's shape: noise is off, so the graph multiplies this by zero.
-            node.op_type, node.input[:] = "Sub", [node.input[0], node.input[0]]
-            del node.attribute[:]
-    return convert(m)
+def ort_cuda_session(model_bytes, algo_search):
+    """ONNX Runtime's CUDA execution provider, as `piper --cuda` runs it (plain `run`, outputs
+    copied back to the host in every call). `algo_search` is the provider's
+    `cudnn_conv_algo_search`: "EXHAUSTIVE" (its default) or "DEFAULT" (the known fix for slow
+    Piper convolutions: the heuristic algorithm, no search per new shape)."""
+    import onnxruntime as ort
+    if hasattr(ort, "preload_dlls"):
+        ort.preload_dlls()  # CUDA and cuDNN from the nvidia-* Python packages, when present
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    provider = ("CUDAExecutionProvider", {"device_id": 0, "cudnn_conv_algo_search": algo_search})
+    sess = ort.InferenceSession(model_bytes, sess_options=so,
+                                providers=[provider, "CPUExecutionProvider"])
+    if sess.get_providers()[0] != "CUDAExecutionProvider":
+        sys.exit(f"ONNX Runtime {ort.__version__} did not take the CUDA provider: {sess.get_providers()}")
+    return sess
 
 
-def cmd_bench_torch(a):
-    import torch
-    model = torch_model(a.model).cuda().eval()
+def cmd_bench_ort_cuda(a):
+    import onnxruntime as ort
     sents = held_out(a.ids)
-    report = {"baseline": "pytorch-eager (onnx2torch)", "torch": torch.__version__,
-              "gpu": torch.cuda.get_device_name(0)}
-
-    # --autocast: the same eager model under torch.autocast(float16), PyTorch's own mixed precision.
-    autocast = torch.autocast("cuda", dtype=torch.float16, enabled=a.autocast)
-    report["autocast_fp16"] = a.autocast
-
-    def forward(batch):
-        ids, lengths, scales = feed(batch)
-        with torch.inference_mode(), autocast:
-            return model(torch.from_numpy(ids).cuda(), torch.from_numpy(lengths).cuda(),
-                         torch.from_numpy(scales).cuda())
-
-    def run(batch):
-        _, _, frames = forward(batch)
-        return int(frames.cpu().sum()) * HOP
-
-    # Same graph, same ids: check the conversion against ONNX Runtime before timing it.
-    if a.ref:
-        ref = read_items(a.ref)
-    else:
-        sess = ort_session(with_durations(a.model), a.threads)
-        ref = [run_ort(sess, [s])[0] for s in sents[:8]]
-    if ref:
-        snrs = []
-        for i in range(min(8, len(sents))):
-            audio, _, frames = forward([sents[i]])
-            pcm = audio.float().cpu().numpy().reshape(-1)[: int(frames[0]) * HOP]
-            snrs.append(snr_db(ref[i][0], pcm) if len(pcm) == len(ref[i][0]) else float("nan"))
-        report["snr_db_vs_ort_first8"] = snrs
-    report["rows"] = timed_passes(run, sents, a.batches, a.passes)
-    torch.cuda.synchronize()
+    model = with_durations(a.model)
+    report = {"baseline": "onnxruntime-cuda", "onnxruntime": ort.__version__,
+              "onnxruntime_file": ort.__file__, "runs": []}
+    ref = read_items(a.ref) if a.ref else None
+    for search in a.algo_search.split(","):
+        sess = ort_cuda_session(model, search)
+        run = {"cudnn_conv_algo_search": search}
+        if ref:
+            # Same graph and ids as the CPU reference: durations and SNR say the provider is right.
+            got = [run_ort(sess, [s])[0] for s in sents]
+            snrs = [snr_db(r[0], g[0]) for r, g in zip(ref, got) if len(r[0]) == len(g[0])]
+            run["durations_identical"] = sum(np.array_equal(r[1], g[1]) for r, g in zip(ref, got))
+            run["sentences"] = len(sents)
+            run["snr_db_min"] = min(snrs) if snrs else None
+            run["snr_db_median"] = float(np.median(snrs)) if snrs else None
+        run["rows"] = timed_passes(lambda b: sum(len(p) for p, _ in run_ort(sess, b)), sents,
+                                   a.batches, a.passes, warm_all=True)
+        log(json.dumps(run))
+        report["runs"].append(run)
     return report
+
+
+def log(*parts):
+    print(*parts, file=sys.stderr, flush=True)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ["reference", "bench-ort", "bench-torch"]:
+    for name in ["reference", "bench-ort", "bench-ort-cuda"]:
         s = sub.add_parser(name)
         s.add_argument("--model", required=True)
         s.add_argument("--ids", required=True)
@@ -285,7 +254,8 @@ def main():
         s.add_argument("--passes", type=int, default=1)
         s.add_argument("--out")
         s.add_argument("--ref")
-        s.add_argument("--autocast", action="store_true")
+        s.add_argument("--algo-search", default="EXHAUSTIVE,DEFAULT",
+                       help="bench-ort-cuda: cudnn_conv_algo_search values to run, comma-separated")
     c = sub.add_parser("compare")
     c.add_argument("--ref", required=True)
     c.add_argument("--ours", required=True)
@@ -302,7 +272,7 @@ def main():
     elif a.cmd == "bench-ort":
         out = cmd_bench_ort(a)
     else:
-        out = cmd_bench_torch(a)
+        out = cmd_bench_ort_cuda(a)
     print(json.dumps(out))
     sys.exit(0 if ok else 1)
 
