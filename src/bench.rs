@@ -14,10 +14,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::chunk::Look;
-use crate::chunk::frame_quantum;
+use crate::animate::frame_quantum;
 use crate::error::{Error, Result};
 use crate::lipsync::Viseme;
+use crate::look::Look;
 use crate::media::ChunkWriter;
 use crate::phonemize::Phonemizer;
 use crate::pipeline::{

@@ -1,12 +1,12 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
 
+#[cfg(feature = "render")]
+pub mod animate;
 pub mod assets;
 #[cfg(feature = "render")]
 pub mod bench;
 pub mod book;
 pub mod cache;
-#[cfg(feature = "render")]
-pub mod chunk;
 pub mod error;
 pub mod face;
 #[cfg(feature = "render")]

@@ -17,14 +17,14 @@ use std::time::Instant;
 
 use crossbeam_channel::bounded;
 
+use crate::animate::{self, ChunkAudio, frame_quantum};
 use crate::assets::{Assets, DEFAULT_VOICE};
 use crate::cache::{Cache, ChunkEntry, Key};
-use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
 use crate::lexicon::Lexicon;
-use crate::look::{self, Framing, LookOptions};
+use crate::look::{self, Framing, Look, LookOptions};
 use crate::media::{
     self, AudioFormat, Chapter, ChunkRef, Cue, MediaError, OutputMeta, SubtitleFormat,
     VideoSettings,
@@ -793,7 +793,7 @@ fn render_one(
     };
     let meta = serde_json::to_string(&done).expect("chunk meta serialises");
     tracing::debug!(chunk = i, frames, "chunk started");
-    chunk::render(
+    animate::render_chunk(
         shared.look,
         audio,
         plan.sample_rate,
@@ -1034,5 +1034,5 @@ pub fn chunk_audio(
                 .collect()
         })
         .collect();
-    chunk::layout(&sentences, c.lead_in_samples, c.tail_samples, quantum)
+    animate::layout(&sentences, c.lead_in_samples, c.tail_samples, quantum)
 }

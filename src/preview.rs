@@ -14,7 +14,7 @@ use font8x8::UnicodeFonts;
 use image::imageops::{FilterType, crop_imm, resize};
 use image::{Rgb, RgbImage};
 
-use crate::chunk::frame_quantum;
+use crate::animate::frame_quantum;
 use crate::error::{Error, Result};
 use crate::lipsync::{self, KeyKind, MouthPose, Viseme};
 use crate::pipeline::{Prepared, RenderOptions, chunk_audio, open_cache, prepare, speak};

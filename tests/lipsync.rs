@@ -4,9 +4,9 @@
 use std::sync::atomic::AtomicBool;
 
 use image::RgbImage;
+use talker::animate::{self, frame_quantum};
 use talker::assets::Assets;
 use talker::cache::Cache;
-use talker::chunk::{self, frame_quantum};
 use talker::face::{FaceModels, Portrait};
 use talker::lipsync::{self, MouthPose};
 use talker::look::Framing;
@@ -199,7 +199,7 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
         let audio = chunk_audio(&p.plan, c, &speeches, frame_quantum(sr, fps));
         let track = lipsync::plan(&audio.phones, sr);
         let path = dir.path().join(format!("chunk{c}.mkv"));
-        let info = chunk::render(
+        let info = animate::render_chunk(
             &p.look,
             &audio,
             sr,

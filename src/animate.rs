@@ -1,4 +1,5 @@
-//! One chunk of the video: its speech laid out on the frame grid, its frames rendered and encoded.
+//! Animating one chunk of the video: its speech laid out on the frame grid, its frames drawn and
+//! encoded into a chunk file (`media::chunk` writes the file).
 //!
 //! Input: the chunk's utterances (16-bit PCM + phoneme spans), its silences, and the [`Look`] of the
 //! video. Output: a finished chunk file (H.264 + PCM, see `media`) and the sentence spans inside it.
@@ -15,25 +16,16 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lipsync::{self, Phone};
-use crate::media::{ChunkInfo, ChunkWriter, VideoSettings};
+use crate::look::Look;
+use crate::media::{ChunkInfo, ChunkWriter};
 use crate::progress::{Clock, Stage};
-use crate::render::{FaceRig, FramePose, HeadPose, Idle};
+use crate::render::{FramePose, HeadPose, Idle};
 use crate::tts::Speech;
 
 /// Idle head motion fades in and out over this long at each end of a chunk.
 const HEAD_FADE_S: f64 = 0.8;
 /// A blink still running this close to a chunk's end is left out.
 const BLINK_GUARD_S: f64 = 0.3;
-
-/// Everything about the picture, shared by all chunks of a render.
-pub struct Look {
-    pub rig: FaceRig,
-    /// The 68 landmarks in frame coordinates (for crops and checks, not for drawing).
-    pub landmarks: [[f32; 2]; 68],
-    pub video: VideoSettings,
-    pub still: bool,
-    pub seed: u64,
-}
 
 /// A chunk's audio on the frame grid.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +109,7 @@ fn frame_pose(
 ///
 /// `on_frame` is called after each frame; `stop` ends the chunk between frames (the partial file
 /// is removed); `clock` collects the time spent drawing and encoding.
-pub fn render(
+pub fn render_chunk(
     look: &Look,
     audio: &ChunkAudio,
     sample_rate: u32,
