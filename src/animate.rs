@@ -10,14 +10,17 @@
 //! ends of a chunk and no blink straddles its end, so chunks join without a jump and a chunk's
 //! frames depend on nothing outside it: that is what lets chunks be cached and reused.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::cache::Key;
 use crate::error::{Error, Result};
 use crate::lipsync::{self, Phone};
 use crate::look::Look;
 use crate::media::{ChunkInfo, ChunkWriter};
+use crate::plan::Plan;
 use crate::progress::{Clock, Stage};
 use crate::render::{FramePose, HeadPose, Idle};
 use crate::tts::Speech;
@@ -157,6 +160,28 @@ pub fn render_chunk(
     let info = writer.finish()?;
     clock.add(Stage::Encode, t0.elapsed());
     Ok(info)
+}
+
+/// A chunk's sentences laid out on the frame grid.
+pub fn chunk_audio(
+    plan: &Plan,
+    chunk: usize,
+    speeches: &HashMap<Key, Speech>,
+    quantum: u64,
+) -> ChunkAudio {
+    let c = &plan.chunks[chunk];
+    let sentences: Vec<Vec<&Speech>> = c
+        .sentences
+        .clone()
+        .map(|s| {
+            plan.sentences[s]
+                .utterances
+                .clone()
+                .map(|u| &speeches[&plan.utterances[u].key])
+                .collect()
+        })
+        .collect();
+    layout(&sentences, c.lead_in_samples, c.tail_samples, quantum)
 }
 
 #[cfg(test)]

@@ -24,12 +24,16 @@ pub mod pipeline;
 #[cfg(feature = "render")]
 pub mod plan;
 #[cfg(feature = "render")]
+pub mod prepare;
+#[cfg(feature = "render")]
 pub mod preview;
 pub mod progress;
 #[cfg(feature = "render")]
 pub mod queue;
 pub mod render;
 pub mod script;
+#[cfg(feature = "render")]
+pub mod settings;
 #[cfg(feature = "render")]
 pub mod speech;
 pub mod text;

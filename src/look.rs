@@ -14,6 +14,7 @@ use crate::face::Landmarks;
 use crate::media::VideoSettings;
 use crate::render::{FaceRig, framing};
 use crate::script::DEFAULT_MAX_SIDE;
+use crate::settings::Framing;
 
 /// Everything about the picture, shared by all chunks of a render.
 pub struct Look {
@@ -23,25 +24,6 @@ pub struct Look {
     pub video: VideoSettings,
     pub still: bool,
     pub seed: u64,
-}
-
-/// `--framing`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Framing {
-    /// The whole portrait, scaled to cover the output and centre-cropped.
-    #[default]
-    Full,
-    /// Head and shoulders around the face.
-    Head,
-}
-
-impl Framing {
-    fn tag(self) -> &'static str {
-        match self {
-            Framing::Full => "full",
-            Framing::Head => "head",
-        }
-    }
 }
 
 /// Output size when neither `--size` nor the script gives one: the portrait's, longest side
