@@ -1,7 +1,9 @@
-//! The render: threads and channels only; every stage lives in its own module.
+//! The render: threads and channels only; every stage lives in its own module (inputs, face,
+//! look and plan in `prepare`, speech in `speech`, one chunk's frames in `animate`, the MP4 in
+//! `media`, what may be reused in `cache`).
 //!
 //! ```text
-//! main: script → face → plan (text, phonemes, keys) → cache lookups
+//! main: prepare (script → face → plan: text, phonemes, keys) → cache lookups
 //!   speech thread: phrase cache / requests ahead to the speech service → chunk audio ─────────┐
 //!   chunk workers (one per core): frames → x264 → chunk file in the cache  ◀── bounded channel ─┘
 //! main: every chunk, cached or new → MP4 (temp file, renamed when complete)

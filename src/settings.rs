@@ -12,7 +12,6 @@
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
-use clap::builder::PossibleValuesParser;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -32,7 +31,8 @@ pub const DEFAULT_CRF: u8 = 20;
 pub const DEFAULT_PRESET: &str = "veryfast";
 
 /// `--framing`: what the frame shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Framing {
     /// The whole portrait, scaled to cover the output size.
@@ -53,40 +53,42 @@ impl Framing {
 }
 
 /// What changes the picture apart from the encoder: shared by `render` and `preview`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, clap::Args, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct LookSettings {
     /// Output size WIDTHxHEIGHT, both even [default: the script's size, else the portrait's, at most 1080].
-    #[arg(long, value_name = "WxH", value_parser = parse_wxh)]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "WxH", value_parser = parse_wxh))]
     pub size: Option<(u32, u32)>,
     /// Frames per second [default: the script's fps, else 25].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(FPS))]
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::value_parser!(u32).range(FPS)))]
     pub fps: Option<u32>,
     /// What the frame shows.
-    #[arg(long, value_enum, default_value_t = Framing::Full)]
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Framing::Full))]
     pub framing: Framing,
     /// No idle head motion (blinks stay).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub still: bool,
     /// Seed for blinks and head motion; the same seed renders the same video.
-    #[arg(long, default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub seed: u64,
 }
 
 /// Everything about a render's video that a job spec may set. Serialised flat, in this order:
 /// the job's content hash depends on it.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct RenderSettings {
     /// Voice: a name in the assets' voices/ folder or a path to a Piper .onnx [default: the script's, else en_US-joe-medium].
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub voice: Option<String>,
-    #[command(flatten)]
+    #[cfg_attr(feature = "cli", command(flatten))]
     #[serde(flatten)]
     pub look: LookSettings,
     /// x264 constant rate factor: lower is better and larger.
-    #[arg(long, default_value_t = DEFAULT_CRF, value_parser = clap::value_parser!(u8).range(CRF))]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = DEFAULT_CRF, value_parser = clap::value_parser!(u8).range(CRF)))]
     pub crf: u8,
     /// x264 preset: slower ones make smaller files at equal quality.
-    #[arg(long, default_value = DEFAULT_PRESET, value_parser = PossibleValuesParser::new(X264_PRESETS))]
+    #[cfg_attr(feature = "cli", arg(long, default_value = DEFAULT_PRESET, value_parser = clap::builder::PossibleValuesParser::new(X264_PRESETS)))]
     pub preset: String,
 }
 
@@ -228,6 +230,7 @@ fn size(v: &Value) -> Result<(u32, u32), Fail> {
 }
 
 /// `--size WxH`, checked against the same limits as a spec's `size`.
+#[cfg(feature = "cli")]
 fn parse_wxh(s: &str) -> Result<(u32, u32), String> {
     let (w, h) = s
         .split_once(['x', 'X'])
@@ -329,6 +332,7 @@ impl RenderOptions {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "cli")]
     #[test]
     fn wxh_parses_and_checks() {
         assert_eq!(parse_wxh("720x404"), Ok((720, 404)));
@@ -337,6 +341,7 @@ mod tests {
         assert!(parse_wxh("720").is_err());
     }
 
+    #[cfg(feature = "cli")]
     #[test]
     fn spec_defaults_are_the_flag_defaults() {
         use clap::Parser;

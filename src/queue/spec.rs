@@ -6,8 +6,10 @@
 //! Invariants: unknown fields are refused with a "did you mean" hint and every error names the
 //! file and the field; `script` and `portrait` are relative to the spec file; `output` is relative
 //! to the output root and confined to it (`..`, absolute paths and symlinks that lead outside are
-//! refused), checked again by the worker before it writes, because a shared queue's rows are
-//! only as trustworthy as everyone who can write to the database.
+//! refused, by `guard::confine`), checked again by the worker before it writes, because a shared
+//! queue's rows are only as trustworthy as everyone who can write to the database. The render
+//! settings (voice, size, fps, framing, still, seed, crf, preset) are `settings::RenderSettings`,
+//! the same type as the `render` flags; a spec adds its paths and `priority`.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
