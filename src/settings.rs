@@ -3,8 +3,10 @@
 //! ripgrep's pattern: raw input (flags through clap, a spec through [`RenderSettings::from_spec`])
 //! becomes a checked [`RenderSettings`], and the render takes only that. A field added to
 //! [`RenderSettings`] (or [`LookSettings`]) is at once a `talker render` flag, a job-spec field (its
-//! serde name, read by `from_spec`) and part of a job's content hash (which covers the serialised
-//! job); both readers check it against the same limits below.
+//! serde name; `from_spec` must read it, or its struct literal does not compile, and
+//! [`RenderSettings::SPEC_FIELDS`] must list it, or a unit test fails) and part of a job's content hash (which covers the serialised
+//! job); both readers check it against the same limits below. What changes frames must also go
+//! into the chunk cache key (`look::prepare`), which covers the look rather than the job.
 //!
 //! [`RenderOptions`] is what one render needs: the settings plus paths, assets, cache and the
 //! per-process speech setup.
