@@ -83,7 +83,7 @@ pub struct JobRow {
 }
 
 /// One claim of a job.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct Attempt {
     pub attempt: i64,
     pub worker: String,
@@ -402,21 +402,15 @@ impl Queue {
     /// Marks the job succeeded with its render report; false when the lease was lost.
     pub fn complete(&self, id: i64, token: &str, result: &str) -> Result<bool, QueueError> {
         self.write(async |tx| {
-            let done = sqlx::query(self.sql(
+            self.end_lease(
+                tx,
                 "UPDATE jobs SET state = 'succeeded', result = $3, last_error = NULL,
                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = {now}
                  WHERE id = $1 AND lease_token = $2 AND state = 'running'",
-            ))
-            .bind(id)
-            .bind(token)
-            .bind(result)
-            .execute(&mut *tx)
+                (id, token, Some(result)),
+                "succeeded",
+            )
             .await
-            .map_err(self.db_err())?;
-            let held = done.rows_affected() == 1;
-            self.finish_attempt(tx, token, if held { "succeeded" } else { "lost" }, None)
-                .await?;
-            Ok(held)
         })
     }
 
@@ -466,27 +460,43 @@ impl Queue {
     /// Gives a job back unfinished (shutdown): queued again at once, the attempt not counted.
     pub fn release(&self, id: i64, token: &str) -> Result<bool, QueueError> {
         self.write(async |tx| {
-            let done = sqlx::query(self.sql(
+            self.end_lease(
+                tx,
                 "UPDATE jobs SET state = 'queued', attempts = attempts - 1, run_at = {now},
                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = $1 AND lease_token = $2 AND state = 'running'",
-            ))
-            .bind(id)
-            .bind(token)
-            .execute(&mut *tx)
+                (id, token, None),
+                "released",
+            )
             .await
-            .map_err(self.db_err())?;
-            let held = done.rows_affected() == 1;
-            self.finish_attempt(tx, token, if held { "released" } else { "lost" }, None)
-                .await?;
-            Ok(held)
         })
+    }
+
+    /// Ends job `id`'s lease with `update` (`$1` the job, `$2` the lease token, `$3` the text when
+    /// given) and closes the attempt as `outcome`, or as `lost` when the lease was no longer ours;
+    /// returns whether it was.
+    async fn end_lease(
+        &self,
+        tx: &mut AnyConnection,
+        update: &str,
+        (id, token, text): (i64, &str, Option<&str>),
+        outcome: &str,
+    ) -> Result<bool, QueueError> {
+        let mut query = sqlx::query(self.sql(update)).bind(id).bind(token);
+        if let Some(text) = text {
+            query = query.bind(text);
+        }
+        let done = query.execute(&mut *tx).await.map_err(self.db_err())?;
+        let held = done.rows_affected() == 1;
+        self.finish_attempt(tx, token, if held { outcome } else { "lost" }, None)
+            .await?;
+        Ok(held)
     }
 
     /// Closes an attempt row unless something else (a reclaim, a cancel) already did.
     async fn finish_attempt(
         &self,
-        tx: &mut sqlx::AnyConnection,
+        tx: &mut AnyConnection,
         token: &str,
         outcome: &str,
         error: Option<&str>,
@@ -604,28 +614,14 @@ impl Queue {
     /// A job's claims, oldest first.
     pub fn attempts(&self, id: i64) -> Result<Vec<Attempt>, QueueError> {
         self.rt.block_on(async {
-            let rows = sqlx::query(
+            sqlx::query_as(
                 "SELECT attempt, worker, started_at, rendered_at, finished_at, outcome, error
                  FROM attempts WHERE job_id = $1 ORDER BY started_at, attempt",
             )
             .bind(id)
             .fetch_all(&self.pool)
             .await
-            .map_err(self.db_err())?;
-            rows.iter()
-                .map(|r| {
-                    Ok(Attempt {
-                        attempt: r.try_get("attempt")?,
-                        worker: r.try_get("worker")?,
-                        started_at: r.try_get("started_at")?,
-                        rendered_at: r.try_get("rendered_at")?,
-                        finished_at: r.try_get("finished_at")?,
-                        outcome: r.try_get("outcome")?,
-                        error: r.try_get("error")?,
-                    })
-                })
-                .collect::<Result<_, sqlx::Error>>()
-                .map_err(self.db_err())
+            .map_err(self.db_err())
         })
     }
 
