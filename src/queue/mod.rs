@@ -23,6 +23,7 @@ pub mod worker;
 use std::path::{Path, PathBuf};
 
 use sqlx::AnyPool;
+use sqlx::migrate::Migrator;
 use tokio::runtime::Runtime;
 
 pub use spec::{Job, JobSpec, RenderEnv, SpecError};
@@ -120,6 +121,26 @@ pub enum QueueError {
     Duplicate { id: i64, other: i64, state: String },
 }
 
+/// Wraps a database error with the queue's location (as shown in messages).
+fn db_error(location: &str) -> impl Fn(sqlx::Error) -> QueueError + Copy + '_ {
+    |error| QueueError::Db {
+        location: location.to_owned(),
+        error,
+    }
+}
+
+/// Brings the schema up to the dialect's latest migration.
+async fn migrate(pool: &AnyPool, dialect: &Dialect, location: &str) -> Result<(), QueueError> {
+    dialect
+        .migrator
+        .run(pool)
+        .await
+        .map_err(|error| QueueError::Migrate {
+            location: location.to_owned(),
+            error,
+        })
+}
+
 impl QueueError {
     /// Mistakes in what the user asked for (exit 2), as opposed to database trouble (exit 1).
     pub fn is_bad_input(&self) -> bool {
@@ -134,9 +155,14 @@ impl QueueError {
     }
 }
 
-/// The SQL that differs between the two databases; everything else is shared.
+/// What differs between the two databases; everything else is shared.
 #[derive(Debug, Clone, Copy)]
 struct Dialect {
+    /// The schema, one directory per database (`migrations/queue-sqlite/`,
+    /// `migrations/queue-postgres/`): the same versions, tables and meaning, each in its
+    /// database's types. Two files, not one template, because sqlx keeps a checksum of every
+    /// applied migration's text and refuses a queue whose applied text changed.
+    migrator: &'static Migrator,
     /// Unix milliseconds from the database's clock.
     now: &'static str,
     /// Starts a transaction that takes the write lock at once (SQLite would otherwise fail an
@@ -188,5 +214,63 @@ impl Queue {
 impl Drop for Queue {
     fn drop(&mut self) {
         self.rt.block_on(self.pool.close());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A migration's statements with comments and layout dropped and PostgreSQL's types read as
+    /// SQLite's, so the two schemas can be compared.
+    fn shape(sql: &str) -> String {
+        let text: Vec<&str> = sql
+            .lines()
+            .map(|l| l.split("--").next().unwrap_or_default())
+            .collect();
+        text.join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("BIGSERIAL PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT")
+            .replace("BIGINT", "INTEGER")
+    }
+
+    #[test]
+    fn both_databases_have_the_same_migrations() {
+        let (lite, pg) = (sqlite::DIALECT.migrator, postgres::DIALECT.migrator);
+        let list = |m: &Migrator| {
+            m.iter()
+                .map(|m| (m.version, m.description.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(list(lite), list(pg));
+        for (a, b) in lite.iter().zip(pg.iter()) {
+            assert_eq!(
+                shape(a.sql.as_str()),
+                shape(b.sql.as_str()),
+                "{}",
+                a.version
+            );
+        }
+    }
+
+    /// sqlx refuses a queue whose applied migration's text has changed since: a released
+    /// migration is never edited (a change is a new migration).
+    #[test]
+    fn released_migrations_are_unchanged() {
+        let hex = |m: &Migrator| {
+            m.iter()
+                .map(|m| m.checksum.iter().map(|b| format!("{b:02x}")).collect())
+                .collect::<Vec<String>>()
+        };
+        assert_eq!(
+            hex(sqlite::DIALECT.migrator)[0],
+            "2e31c4e5ee0ad4f9ab8bd67d7d64aad4b82b698d97bf360b0df6d7b84f57ff617a3c3d6547f3d9efdce353e77a72cbe6"
+        );
+        assert_eq!(
+            hex(postgres::DIALECT.migrator)[0],
+            "a37adb57e6196f0675b3352201fff8f57d011ed1e9ca683285610cb554bff39b2a652cfb4b2f05d0c09785fbb64b3a04"
+        );
     }
 }

@@ -8,24 +8,19 @@
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, ConnectOptions, Connection};
 
 use super::{Dialect, QueueError};
 
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations/queue-postgres");
-
 pub(super) const DIALECT: Dialect = Dialect {
+    migrator: &sqlx::migrate!("./migrations/queue-postgres"),
     now: "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
     begin: "BEGIN",
     skip_locked: "FOR UPDATE SKIP LOCKED",
 };
 
 pub(super) async fn connect(url: &str, shown: &str) -> Result<AnyPool, QueueError> {
-    let db_err = |error| QueueError::Db {
-        location: shown.to_owned(),
-        error,
-    };
+    let db_err = super::db_error(shown);
     let opts: AnyConnectOptions = url.parse().map_err(db_err)?;
     let opts = opts.disable_statement_logging();
     // One plain connection first: the pool would retry a refused or failed login until its
@@ -44,7 +39,12 @@ pub(super) async fn connect(url: &str, shown: &str) -> Result<AnyPool, QueueErro
         .map_err(db_err)?;
     // Workers may run as roles that can use the tables but not create any (sqlx's migrator always
     // issues CREATE TABLE IF NOT EXISTS); so migrate only when the schema is behind.
-    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let latest = DIALECT
+        .migrator
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0);
     let applied: Option<i64> =
         sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
             .fetch_one(&pool)
@@ -53,12 +53,6 @@ pub(super) async fn connect(url: &str, shown: &str) -> Result<AnyPool, QueueErro
     if applied.is_some_and(|v| v >= latest) {
         return Ok(pool);
     }
-    MIGRATOR
-        .run(&pool)
-        .await
-        .map_err(|error| QueueError::Migrate {
-            location: shown.to_owned(),
-            error,
-        })?;
+    super::migrate(&pool, &DIALECT, shown).await?;
     Ok(pool)
 }

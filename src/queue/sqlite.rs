@@ -10,19 +10,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::migrate::Migrator;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
 use super::{Dialect, QueueError};
-
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations/queue-sqlite");
 
 /// "TLKQ": tells our queue files from other SQLite files (and from the cache's "TLKC").
 const APPLICATION_ID: i64 = 0x544C_4B51;
 const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1414286161";
 
 pub(super) const DIALECT: Dialect = Dialect {
+    migrator: &sqlx::migrate!("./migrations/queue-sqlite"),
     now: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
     begin: "BEGIN IMMEDIATE",
     skip_locked: "",
@@ -49,10 +47,7 @@ pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueEr
         location: shown.to_owned(),
         message,
     };
-    let db_err = |error| QueueError::Db {
-        location: shown.to_owned(),
-        error,
-    };
+    let db_err = super::db_error(shown);
     let path = std::path::absolute(path).map_err(|e| open_err(e.to_string()))?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
@@ -110,13 +105,7 @@ pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueEr
             .await
             .map_err(db_err)?;
     }
-    MIGRATOR
-        .run(&pool)
-        .await
-        .map_err(|error| QueueError::Migrate {
-            location: shown.to_owned(),
-            error,
-        })?;
+    super::migrate(&pool, &DIALECT, shown).await?;
     if app_id != APPLICATION_ID {
         sqlx::query(SET_APPLICATION_ID)
             .execute(&pool)

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
@@ -82,7 +83,7 @@ pub struct JobRow {
 }
 
 /// One claim of a job.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct Attempt {
     pub attempt: i64,
     pub worker: String,
@@ -168,17 +169,40 @@ impl Queue {
     }
 
     fn db_err(&self) -> impl Fn(sqlx::Error) -> QueueError + '_ {
-        |error| QueueError::Db {
-            location: self.location.clone(),
-            error,
-        }
+        super::db_error(&self.location)
     }
 
-    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, QueueError> {
-        self.pool
-            .begin_with(self.dialect.begin)
-            .await
-            .map_err(self.db_err())
+    /// Runs `work` in one write transaction: committed when it returns `Ok`, rolled back when it
+    /// returns an error (the transaction is dropped unfinished).
+    fn write<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut AnyConnection) -> Result<T, QueueError>,
+    ) -> Result<T, QueueError> {
+        self.rt.block_on(async {
+            let mut tx = self
+                .pool
+                .begin_with(self.dialect.begin)
+                .await
+                .map_err(self.db_err())?;
+            let out = work(&mut tx).await?;
+            tx.commit().await.map_err(self.db_err())?;
+            Ok(out)
+        })
+    }
+
+    /// The queued or running job with this content, if any (there is at most one).
+    async fn live_job(
+        &self,
+        tx: &mut AnyConnection,
+        content_hash: &str,
+    ) -> Result<Option<(i64, String)>, QueueError> {
+        sqlx::query_as(
+            "SELECT id, state FROM jobs WHERE content_hash = $1 AND state IN ('queued', 'running')",
+        )
+        .bind(content_hash)
+        .fetch_optional(tx)
+        .await
+        .map_err(self.db_err())
     }
 
     /// Adds a job, or returns the live job with the same content (re-enqueue is a no-op).
@@ -191,8 +215,7 @@ impl Queue {
     ) -> Result<Enqueued, QueueError> {
         let spec = serde_json::to_string(job).expect("a job serialises");
         let output = job.output_path().display().to_string();
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
+        self.write(async |tx| {
             // On PostgreSQL the live duplicate can finish between the insert and the lookup;
             // then the insert is simply tried again.
             let mut out = None;
@@ -220,14 +243,7 @@ impl Queue {
                     });
                     break;
                 }
-                let live: Option<(i64, String)> = sqlx::query_as(
-                    "SELECT id, state FROM jobs WHERE content_hash = $1 AND state IN ('queued', 'running')",
-                )
-                .bind(content_hash)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.db_err())?;
-                if let Some((id, state)) = live {
+                if let Some((id, state)) = self.live_job(tx, content_hash).await? {
                     out = Some(Enqueued {
                         id,
                         created: false,
@@ -236,14 +252,12 @@ impl Queue {
                     break;
                 }
             }
-            let out = out.ok_or_else(|| QueueError::Db {
+            out.ok_or_else(|| QueueError::Db {
                 location: self.location.clone(),
                 error: sqlx::Error::Protocol(
                     "a job with the same content kept changing state; enqueue again".into(),
                 ),
-            })?;
-            tx.commit().await.map_err(self.db_err())?;
-            Ok(out)
+            })
         })
     }
 
@@ -271,8 +285,7 @@ impl Queue {
         if only.is_some_and(<[i64]>::is_empty) {
             return Ok(None);
         }
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
+        self.write(async |tx| {
             let expired: Vec<(i64, String)> = sqlx::query_as(self.sql(
                 "SELECT id, lease_token FROM jobs WHERE state = 'running' AND lease_expires_at < {now}
                  {skip_locked}",
@@ -316,7 +329,6 @@ impl Queue {
             .await
             .map_err(self.db_err())?;
             let Some(id) = next else {
-                tx.commit().await.map_err(self.db_err())?;
                 return Ok(None);
             };
             let token = new_token();
@@ -347,7 +359,6 @@ impl Queue {
             .execute(&mut *tx)
             .await
             .map_err(self.db_err())?;
-            tx.commit().await.map_err(self.db_err())?;
             Ok(Some(Claim {
                 id,
                 token,
@@ -361,8 +372,7 @@ impl Queue {
 
     /// Extends the lease; false when it is no longer ours (reclaimed, cancelled or finished).
     pub fn heartbeat(&self, id: i64, token: &str, ttl: Duration) -> Result<bool, QueueError> {
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
+        self.write(async |tx| {
             let done = sqlx::query(self.sql(
                 "UPDATE jobs SET lease_expires_at = {now} + $3
                  WHERE id = $1 AND lease_token = $2 AND state = 'running'",
@@ -373,44 +383,34 @@ impl Queue {
             .execute(&mut *tx)
             .await
             .map_err(self.db_err())?;
-            tx.commit().await.map_err(self.db_err())?;
             Ok(done.rows_affected() == 1)
         })
     }
 
     /// Records that this attempt's render produced a finished video.
     pub fn mark_rendered(&self, token: &str) -> Result<(), QueueError> {
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
+        self.write(async |tx| {
             sqlx::query(self.sql("UPDATE attempts SET rendered_at = {now} WHERE lease_token = $1"))
                 .bind(token)
                 .execute(&mut *tx)
                 .await
                 .map_err(self.db_err())?;
-            tx.commit().await.map_err(self.db_err())
+            Ok(())
         })
     }
 
     /// Marks the job succeeded with its render report; false when the lease was lost.
     pub fn complete(&self, id: i64, token: &str, result: &str) -> Result<bool, QueueError> {
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
-            let done = sqlx::query(self.sql(
+        self.write(async |tx| {
+            self.end_lease(
+                tx,
                 "UPDATE jobs SET state = 'succeeded', result = $3, last_error = NULL,
                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = {now}
                  WHERE id = $1 AND lease_token = $2 AND state = 'running'",
-            ))
-            .bind(id)
-            .bind(token)
-            .bind(result)
-            .execute(&mut *tx)
+                (id, token, Some(result)),
+                "succeeded",
+            )
             .await
-            .map_err(self.db_err())?;
-            let held = done.rows_affected() == 1;
-            self.finish_attempt(&mut tx, token, if held { "succeeded" } else { "lost" }, None)
-                .await?;
-            tx.commit().await.map_err(self.db_err())?;
-            Ok(held)
         })
     }
 
@@ -424,8 +424,7 @@ impl Queue {
         delay: Duration,
         permanent: bool,
     ) -> Result<FailOutcome, QueueError> {
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
+        self.write(async |tx| {
             let state: Option<String> = sqlx::query_scalar(self.sql(
                 "UPDATE jobs SET
                    state = CASE WHEN attempts >= max_attempts OR $5 THEN 'failed' ELSE 'queued' END,
@@ -453,39 +452,51 @@ impl Queue {
                 FailOutcome::Failed => "failed",
                 FailOutcome::Retry(_) => "retry",
             };
-            self.finish_attempt(&mut tx, token, label, Some(error))
-                .await?;
-            tx.commit().await.map_err(self.db_err())?;
+            self.finish_attempt(tx, token, label, Some(error)).await?;
             Ok(outcome)
         })
     }
 
     /// Gives a job back unfinished (shutdown): queued again at once, the attempt not counted.
     pub fn release(&self, id: i64, token: &str) -> Result<bool, QueueError> {
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
-            let done = sqlx::query(self.sql(
+        self.write(async |tx| {
+            self.end_lease(
+                tx,
                 "UPDATE jobs SET state = 'queued', attempts = attempts - 1, run_at = {now},
                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = $1 AND lease_token = $2 AND state = 'running'",
-            ))
-            .bind(id)
-            .bind(token)
-            .execute(&mut *tx)
+                (id, token, None),
+                "released",
+            )
             .await
-            .map_err(self.db_err())?;
-            let held = done.rows_affected() == 1;
-            self.finish_attempt(&mut tx, token, if held { "released" } else { "lost" }, None)
-                .await?;
-            tx.commit().await.map_err(self.db_err())?;
-            Ok(held)
         })
+    }
+
+    /// Ends job `id`'s lease with `update` (`$1` the job, `$2` the lease token, `$3` the text when
+    /// given) and closes the attempt as `outcome`, or as `lost` when the lease was no longer ours;
+    /// returns whether it was.
+    async fn end_lease(
+        &self,
+        tx: &mut AnyConnection,
+        update: &str,
+        (id, token, text): (i64, &str, Option<&str>),
+        outcome: &str,
+    ) -> Result<bool, QueueError> {
+        let mut query = sqlx::query(self.sql(update)).bind(id).bind(token);
+        if let Some(text) = text {
+            query = query.bind(text);
+        }
+        let done = query.execute(&mut *tx).await.map_err(self.db_err())?;
+        let held = done.rows_affected() == 1;
+        self.finish_attempt(tx, token, if held { outcome } else { "lost" }, None)
+            .await?;
+        Ok(held)
     }
 
     /// Closes an attempt row unless something else (a reclaim, a cancel) already did.
     async fn finish_attempt(
         &self,
-        tx: &mut sqlx::AnyConnection,
+        tx: &mut AnyConnection,
         token: &str,
         outcome: &str,
         error: Option<&str>,
@@ -505,8 +516,7 @@ impl Queue {
 
     /// Cancels a queued or running job.
     pub fn cancel(&self, id: i64) -> Result<Cancelled, QueueError> {
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
+        self.write(async |tx| {
             let row: Option<(String, Option<String>)> =
                 sqlx::query_as(self.sql("SELECT state, lease_token FROM jobs WHERE id = $1"))
                     .bind(id)
@@ -539,18 +549,15 @@ impl Queue {
             .await
             .map_err(self.db_err())?;
             if let Some(token) = token {
-                self.finish_attempt(&mut tx, &token, "cancelled", None)
-                    .await?;
+                self.finish_attempt(tx, &token, "cancelled", None).await?;
             }
-            tx.commit().await.map_err(self.db_err())?;
             Ok(was)
         })
     }
 
     /// Queues a failed or cancelled job again with its attempts reset.
     pub fn retry(&self, id: i64) -> Result<(), QueueError> {
-        self.rt.block_on(async {
-            let mut tx = self.begin().await?;
+        self.write(async |tx| {
             let row: Option<(String, String)> =
                 sqlx::query_as("SELECT state, content_hash FROM jobs WHERE id = $1")
                     .bind(id)
@@ -568,14 +575,7 @@ impl Queue {
                     action: "retried",
                 });
             }
-            let live: Option<(i64, String)> = sqlx::query_as(
-                "SELECT id, state FROM jobs WHERE content_hash = $1 AND state IN ('queued', 'running')",
-            )
-            .bind(&hash)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(self.db_err())?;
-            if let Some((other, state)) = live {
+            if let Some((other, state)) = self.live_job(tx, &hash).await? {
                 return Err(QueueError::Duplicate { id, other, state });
             }
             sqlx::query(self.sql(
@@ -586,7 +586,7 @@ impl Queue {
             .execute(&mut *tx)
             .await
             .map_err(self.db_err())?;
-            tx.commit().await.map_err(self.db_err())
+            Ok(())
         })
     }
 
@@ -614,28 +614,14 @@ impl Queue {
     /// A job's claims, oldest first.
     pub fn attempts(&self, id: i64) -> Result<Vec<Attempt>, QueueError> {
         self.rt.block_on(async {
-            let rows = sqlx::query(
+            sqlx::query_as(
                 "SELECT attempt, worker, started_at, rendered_at, finished_at, outcome, error
                  FROM attempts WHERE job_id = $1 ORDER BY started_at, attempt",
             )
             .bind(id)
             .fetch_all(&self.pool)
             .await
-            .map_err(self.db_err())?;
-            rows.iter()
-                .map(|r| {
-                    Ok(Attempt {
-                        attempt: r.try_get("attempt")?,
-                        worker: r.try_get("worker")?,
-                        started_at: r.try_get("started_at")?,
-                        rendered_at: r.try_get("rendered_at")?,
-                        finished_at: r.try_get("finished_at")?,
-                        outcome: r.try_get("outcome")?,
-                        error: r.try_get("error")?,
-                    })
-                })
-                .collect::<Result<_, sqlx::Error>>()
-                .map_err(self.db_err())
+            .map_err(self.db_err())
         })
     }
 

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -31,6 +31,16 @@ use super::batch::BatchLimits;
 use super::voice::{Scales, VoiceFiles};
 use super::{Backend, RawSpeech, SpeechError};
 use crate::progress::Event;
+
+/// Run on the lane thread after every model call, once the program has set it.
+static AFTER_CALL: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what runs after every model call, for the whole process (a second call changes nothing).
+/// The `talker` binary hands the heap freed during the call back to the system there: that is
+/// process policy (it depends on the allocator), so the library leaves it to the program.
+pub fn after_each_call(hook: fn()) {
+    let _ = AFTER_CALL.set(hook);
+}
 
 /// Loads a voice on a backend, on the lane thread that will run it.
 pub trait Loader: Send + Sync {
@@ -425,6 +435,9 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
     let refs: Vec<&[i64]> = batch.iter().map(|i| i.ids.as_slice()).collect();
     let t = Instant::now();
     let out = guarded(|| backend.synthesize(&refs, scales, speaker));
+    if let Some(hook) = AFTER_CALL.get() {
+        hook();
+    }
     let seconds = t.elapsed().as_secs_f64();
     match out {
         Ok(items) if items.len() == batch.len() => {
@@ -674,6 +687,24 @@ mod tests {
         }
         let s = b.stats();
         assert_eq!((s.items, s.failed_items), (2, 1));
+    }
+
+    #[test]
+    fn the_after_call_hook_runs_after_every_call() {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        after_each_call(|| {
+            RUNS.fetch_add(1, Ordering::Relaxed);
+        });
+        let (b, calls) = batcher(1, 10_000, Duration::from_millis(10));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..3 {
+            c.submit(&v, Q, 0, vec![1; 20]).unwrap();
+        }
+        replies(&c, 3);
+        assert_eq!(calls.lock().unwrap().len(), 3);
+        // Other tests' batchers run the hook too once it is set, so at least this test's calls.
+        assert!(RUNS.load(Ordering::Relaxed) >= 3);
     }
 
     #[test]

@@ -6,11 +6,12 @@
 //! not by node name, so any Piper voice works.
 //!
 //! ONNX files are protobuf; only two messages need touching (the model's `graph` field and the graph's
-//! repeated `output`), so a tiny wire-format walker replaces a whole protobuf stack: the graph message
-//! is re-emitted with the new outputs appended and its length prefix rewritten.
+//! repeated `output`), so the tiny wire-format walker in [`super::wire`] replaces a whole protobuf
+//! stack: the graph message is re-emitted with the new outputs appended and its length prefix rewritten.
 
 use std::collections::HashMap;
-use std::ops::Range;
+
+use super::wire::{WIRE_LEN, WireError, fields, strings, write_len_field, write_varint};
 
 /// Names of the tensors added as outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub struct AlignmentOutputs {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PatchError {
     #[error("the file is not a valid ONNX model ({0})")]
-    Malformed(&'static str),
+    Malformed(#[from] WireError),
     #[error("the model has no graph")]
     NoGraph,
     #[error(
@@ -35,11 +36,6 @@ pub enum PatchError {
     NoLengths,
 }
 
-const WIRE_VARINT: u64 = 0;
-const WIRE_I64: u64 = 1;
-const WIRE_LEN: u64 = 2;
-const WIRE_I32: u64 = 5;
-
 const MODEL_GRAPH: u64 = 7;
 const GRAPH_NODE: u64 = 1;
 const GRAPH_OUTPUT: u64 = 12;
@@ -47,89 +43,6 @@ const NODE_INPUT: u64 = 1;
 const NODE_OUTPUT: u64 = 2;
 const NODE_OP_TYPE: u64 = 4;
 const VALUE_INFO_NAME: u64 = 1;
-
-/// One top-level field of a message: its number and where its tag and value lie.
-struct Field {
-    number: u64,
-    tag_start: usize,
-    value: Range<usize>,
-    wire: u64,
-}
-
-fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, PatchError> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *buf
-            .get(*pos)
-            .ok_or(PatchError::Malformed("truncated varint"))?;
-        *pos += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(PatchError::Malformed("varint too long"))
-}
-
-fn write_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn fields(buf: &[u8]) -> Result<Vec<Field>, PatchError> {
-    let mut pos = 0;
-    let mut out = Vec::new();
-    while pos < buf.len() {
-        let tag_start = pos;
-        let tag = read_varint(buf, &mut pos)?;
-        let (number, wire) = (tag >> 3, tag & 7);
-        let start = pos;
-        match wire {
-            WIRE_VARINT => {
-                read_varint(buf, &mut pos)?;
-            }
-            WIRE_I64 => pos += 8,
-            WIRE_I32 => pos += 4,
-            WIRE_LEN => {
-                let len = usize::try_from(read_varint(buf, &mut pos)?)
-                    .map_err(|_| PatchError::Malformed("length overflow"))?;
-                pos = pos
-                    .checked_add(len)
-                    .ok_or(PatchError::Malformed("length overflow"))?;
-            }
-            _ => return Err(PatchError::Malformed("unsupported wire type")),
-        }
-        if pos > buf.len() {
-            return Err(PatchError::Malformed("field runs past the end"));
-        }
-        let value_start = if wire == WIRE_LEN {
-            // Skip the length prefix so `value` is the payload itself.
-            let mut p = start;
-            read_varint(buf, &mut p)?;
-            p
-        } else {
-            start
-        };
-        out.push(Field {
-            number,
-            tag_start,
-            value: value_start..pos,
-            wire,
-        });
-    }
-    Ok(out)
-}
-
-fn strings(buf: &[u8], number: u64) -> Result<Vec<String>, PatchError> {
-    Ok(fields(buf)?
-        .into_iter()
-        .filter(|f| f.number == number && f.wire == WIRE_LEN)
-        .map(|f| String::from_utf8_lossy(&buf[f.value]).into_owned())
-        .collect())
-}
 
 struct Node {
     op: String,
@@ -172,12 +85,8 @@ pub fn add_alignment_outputs(model: &[u8]) -> Result<(Vec<u8>, AlignmentOutputs)
             continue;
         }
         let mut value_info = Vec::new();
-        write_varint(&mut value_info, (VALUE_INFO_NAME << 3) | WIRE_LEN);
-        write_varint(&mut value_info, name.len() as u64);
-        value_info.extend_from_slice(name.as_bytes());
-        write_varint(&mut extra, (GRAPH_OUTPUT << 3) | WIRE_LEN);
-        write_varint(&mut extra, value_info.len() as u64);
-        extra.extend_from_slice(&value_info);
+        write_len_field(&mut value_info, VALUE_INFO_NAME, name.as_bytes());
+        write_len_field(&mut extra, GRAPH_OUTPUT, &value_info);
     }
 
     let mut out = Vec::with_capacity(model.len() + extra.len() + 8);
@@ -222,37 +131,31 @@ fn find_alignment_tensors(nodes: &[Node]) -> Result<AlignmentOutputs, PatchError
 mod tests {
     use super::*;
 
-    fn len_field(out: &mut Vec<u8>, number: u64, body: &[u8]) {
-        write_varint(out, (number << 3) | WIRE_LEN);
-        write_varint(out, body.len() as u64);
-        out.extend_from_slice(body);
-    }
-
     fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> Vec<u8> {
         let mut n = Vec::new();
         for i in inputs {
-            len_field(&mut n, NODE_INPUT, i.as_bytes());
+            write_len_field(&mut n, NODE_INPUT, i.as_bytes());
         }
         for o in outputs {
-            len_field(&mut n, NODE_OUTPUT, o.as_bytes());
+            write_len_field(&mut n, NODE_OUTPUT, o.as_bytes());
         }
-        len_field(&mut n, NODE_OP_TYPE, op.as_bytes());
+        write_len_field(&mut n, NODE_OP_TYPE, op.as_bytes());
         n
     }
 
     fn model(nodes: &[Vec<u8>]) -> Vec<u8> {
         let mut graph = Vec::new();
         for n in nodes {
-            len_field(&mut graph, GRAPH_NODE, n);
+            write_len_field(&mut graph, GRAPH_NODE, n);
         }
         let mut vi = Vec::new();
-        len_field(&mut vi, VALUE_INFO_NAME, b"output");
-        len_field(&mut graph, GRAPH_OUTPUT, &vi);
+        write_len_field(&mut vi, VALUE_INFO_NAME, b"output");
+        write_len_field(&mut graph, GRAPH_OUTPUT, &vi);
         let mut m = Vec::new();
         write_varint(&mut m, 1 << 3); // ir_version
         write_varint(&mut m, 8);
-        len_field(&mut m, MODEL_GRAPH, &graph);
-        len_field(&mut m, 14, b"trailing field kept");
+        write_len_field(&mut m, MODEL_GRAPH, &graph);
+        write_len_field(&mut m, 14, b"trailing field kept");
         m
     }
 

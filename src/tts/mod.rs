@@ -5,9 +5,10 @@
 //! durations) with its two implementations, `onnx` (ONNX Runtime on the CPU; `graph_patch` exposes
 //! the durations) and `cuda` (compiled engines on an NVIDIA GPU), `select` (which backend a run
 //! uses: `--backend auto|cpu|cuda`, `--precision`), `batch` (length buckets) and `batcher` (one
-//! queue per process that groups the requests of every running render into model calls). This
-//! file turns per-id durations into per-phoneme times. Nothing here imports the rest of the
-//! crate's wings: errors are [`SpeechError`], which `crate::Error` wraps once.
+//! queue per process that groups the requests of every running render into model calls); `wire` is
+//! the protobuf reader that `graph_patch` and `cuda::onnx` share. This file turns per-id durations
+//! into per-phoneme times. Nothing here imports the rest of the crate's wings: errors are
+//! [`SpeechError`], which `crate::Error` wraps once.
 
 pub mod batch;
 pub mod batcher;
@@ -17,6 +18,7 @@ pub mod graph_patch;
 pub mod onnx;
 pub mod select;
 pub mod voice;
+pub mod wire;
 
 pub use cuda::plan::op::Precision;
 pub use error::SpeechError;

@@ -179,18 +179,6 @@ impl Backend for PiperModel {
         scales: Scales,
         speaker: u32,
     ) -> Result<Vec<RawSpeech>, SpeechError> {
-        let out = PiperModel::synthesize(self, batch, scales, speaker);
-        release_freed_memory();
-        out
-    }
-}
-
-/// Hands memory freed during a call (output copies, buffers outside ONNX Runtime's arena) back to
-/// the system after each call, so it does not pile up in glibc's arenas over a long script.
-fn release_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; no pointer is invalidated.
-    unsafe {
-        libc::malloc_trim(0);
+        PiperModel::synthesize(self, batch, scales, speaker)
     }
 }

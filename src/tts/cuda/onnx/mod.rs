@@ -6,9 +6,7 @@
 //! (external data, sub-graphs, element types other than float/int64/int32/bool) is refused here
 //! with the tensor's or node's name, rather than misread later.
 
-pub mod wire;
-
-use wire::{
+use crate::tts::wire::{
     Field, WIRE_LEN, WIRE_VARINT, WireError, fields, float_value, push_floats, push_ints, strings,
     varint_value,
 };

@@ -1,7 +1,7 @@
 //! Parser tests on hand-built protobuf messages (the real voice is covered by the plan tests).
 
-use super::wire::{WIRE_I32, write_len_field, write_varint};
 use super::*;
+use crate::tts::wire::{WIRE_I32, write_len_field, write_varint};
 
 pub fn varint_field(out: &mut Vec<u8>, number: u64, v: u64) {
     write_varint(out, number << 3);

@@ -57,9 +57,9 @@ fn mini(ceils: usize, with_chain: bool) -> Vec<u8> {
         let mut t = Vec::new();
         crate::tts::cuda::onnx::tests::varint_field(&mut t, 1, v.len() as u64);
         crate::tts::cuda::onnx::tests::varint_field(&mut t, 2, 7);
-        crate::tts::cuda::onnx::wire::write_len_field(&mut t, 8, name.as_bytes());
+        crate::tts::wire::write_len_field(&mut t, 8, name.as_bytes());
         let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        crate::tts::cuda::onnx::wire::write_len_field(&mut t, 9, &raw);
+        crate::tts::wire::write_len_field(&mut t, 9, &raw);
         t
     };
     let mut one = ints("one", &[1]);

@@ -2,7 +2,8 @@
 //!
 //! Input: the bytes of one message. Output: its top-level fields (number, wire type, where the
 //! value lies). Invariant: every returned range lies inside the buffer; nested messages are read by
-//! calling [`fields`] again on a field's value.
+//! calling [`fields`] again on a field's value. Shared by the CPU path's `graph_patch` and the CUDA
+//! backend's ONNX parser (`cuda::onnx`), so it lives outside `cuda`.
 
 use std::ops::Range;
 
