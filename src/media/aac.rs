@@ -102,9 +102,16 @@ impl AacTrack {
         })
     }
 
-    /// The opened encoder, whose parameters describe the MP4 stream.
-    pub(crate) fn encoder(&self) -> &encoder::Audio {
-        &self.encoder
+    /// Adds the track's stream to `out`, described by the opened encoder.
+    pub(crate) fn add_stream(&self, out: &mut format::context::Output) -> Result<(), MediaError> {
+        let mut st = ff(
+            &self.path,
+            "add audio stream",
+            out.add_stream(self.encoder.codec()),
+        )?;
+        st.set_parameters(&self.encoder);
+        st.set_time_base(Rational::new(1, AAC_RATE as i32));
+        Ok(())
     }
 
     /// Where packets go; the time base is the one the muxer chose in `write_header`.

@@ -141,15 +141,7 @@ pub fn assemble(
     }
     // Stream 1: AAC.
     let mut aac = AacTrack::open(output, totals.sample_rate, global_header)?;
-    {
-        let mut st = ff(
-            output,
-            "add audio stream",
-            out.add_stream(aac.encoder().codec()),
-        )?;
-        st.set_parameters(aac.encoder());
-        st.set_time_base(Rational::new(1, super::aac::AAC_RATE as i32));
-    }
+    aac.add_stream(&mut out)?;
     // Stream 2 (only with cues): mov_text.
     if !cues.is_empty() {
         let enc = mov_text_encoder(output)?;

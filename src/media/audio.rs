@@ -163,15 +163,7 @@ fn mp4_sink(
     )?;
     let global_header = out.format().flags().contains(format::Flags::GLOBAL_HEADER);
     let mut aac = AacTrack::open(output, sample_rate, global_header)?;
-    {
-        let mut st = ff(
-            output,
-            "add audio stream",
-            out.add_stream(aac.encoder().codec()),
-        )?;
-        st.set_parameters(aac.encoder());
-        st.set_time_base(Rational::new(1, AAC_RATE as i32));
-    }
+    aac.add_stream(&mut out)?;
     for (i, c) in meta.chapters.iter().enumerate() {
         let what = format!("chapter {i}");
         let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
