@@ -28,7 +28,7 @@ use crate::media;
 use crate::plan::Plan;
 use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
-use crate::report::{RenderReport, Written};
+use crate::report::{RenderReport, Written, phrase_hits};
 use crate::settings::{OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechService};
 use crate::tts::Speech;
@@ -94,7 +94,7 @@ pub fn run(
     };
     let rendered = run_threads(&shared, &mut engine, &lookup.todo)?;
     let chunks_reused = lookup.reused() + shared.adopted.load(Ordering::Relaxed);
-    let phrase_hits = shared_hits(&engine, &plan, &lookup.todo);
+    let phrase_hits = phrase_hits(&plan, &engine, &lookup.todo);
     let done = lookup.complete(rendered);
 
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
@@ -121,15 +121,6 @@ pub fn run(
         speech_wait_seconds: shared.speech_wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
         ..RenderReport::new(written, &plan, &engine, service, &clock, wall)
     })
-}
-
-/// Utterances of rendered chunks that came from the phrase cache rather than the model.
-fn shared_hits(engine: &SpeechEngine, plan: &Plan, todo: &[usize]) -> u64 {
-    let needed: u64 = todo
-        .iter()
-        .map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64)
-        .sum();
-    needed.saturating_sub(engine.stats.synthesized)
 }
 
 /// What the threads share.

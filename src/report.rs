@@ -81,3 +81,13 @@ impl RenderReport {
         }
     }
 }
+
+/// A video render's phrase hits: utterances of the chunks it `rendered` that came from the
+/// phrase cache rather than the model (a reused chunk needs no speech at all).
+pub fn phrase_hits(plan: &Plan, engine: &SpeechEngine, rendered: &[usize]) -> u64 {
+    let needed: u64 = rendered
+        .iter()
+        .map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64)
+        .sum();
+    needed.saturating_sub(engine.stats.synthesized)
+}
