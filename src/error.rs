@@ -40,7 +40,7 @@ pub enum Error {
     Phonemize(#[from] PhonemizeError),
     #[cfg(feature = "render")]
     #[error("{}", media_message(.0))]
-    Media(#[from] MediaError),
+    Media(#[source] MediaError),
     #[error("cache: {0}")]
     Cache(#[from] CacheError),
     #[error("{}", io_message(path, source))]
@@ -168,6 +168,17 @@ impl From<SpeechError> for Error {
     }
 }
 
+/// Media errors wrapped once; a muxer stopped by the signal is the render's cancellation.
+#[cfg(feature = "render")]
+impl From<MediaError> for Error {
+    fn from(e: MediaError) -> Self {
+        match e {
+            MediaError::Cancelled => Error::Cancelled,
+            e => Error::Media(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +189,11 @@ mod tests {
         assert_eq!(Error::from(SpeechError::Voice("x".into())).exit_code(), 2);
         assert!(matches!(
             Error::from(SpeechError::Cancelled),
+            Error::Cancelled
+        ));
+        #[cfg(feature = "render")]
+        assert!(matches!(
+            Error::from(MediaError::Cancelled),
             Error::Cancelled
         ));
         assert_eq!(

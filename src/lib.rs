@@ -31,6 +31,8 @@ pub mod progress;
 #[cfg(feature = "render")]
 pub mod queue;
 pub mod render;
+#[cfg(feature = "render")]
+pub mod report;
 pub mod script;
 #[cfg(feature = "render")]
 pub mod settings;

@@ -12,7 +12,6 @@
 //! The first real error stops every thread; knock-on errors from the stop are not reported.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -21,18 +20,18 @@ use crossbeam_channel::bounded;
 
 use crate::animate::{self, ChunkAudio, chunk_audio, frame_quantum};
 use crate::cache::{
-    Cache, ChunkDone, Key, adopt_rowless, open_cache, report_warnings, reuse_chunk,
+    Cache, ChunkDone, Key, adopt_rowless, chunk_refs, look_up_chunks, open_cache, report_warnings,
 };
 use crate::error::{Error, Result};
 use crate::look::Look;
-use crate::media::{self, ChunkRef, MediaError, OutputMeta, Timeline};
+use crate::media;
 use crate::plan::Plan;
 use crate::prepare::{Prepared, prepare};
-use crate::progress::{Clock, Event, Progress, Stage};
+use crate::progress::{Clock, Event, Progress, Stage, timed};
+use crate::report::{RenderReport, Written, phrase_hits};
 use crate::settings::{OutputKind, RenderOptions};
-use crate::speech::{SpeechEngine, SpeechService, SpeechStats};
+use crate::speech::{SpeechEngine, SpeechService};
 use crate::tts::Speech;
-use crate::tts::select::BackendInfo;
 
 /// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
 /// workers: a render sends all its uncached sentences at once up to this many (about 15 minutes of
@@ -45,33 +44,6 @@ const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 const CHANNEL_CAPACITY: usize = 2;
 
 mod audio;
-
-/// What a render did and how long each part took.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RenderReport {
-    pub output: PathBuf,
-    /// The subtitle sidecar, with `--subtitles`.
-    pub subtitles: Option<PathBuf>,
-    pub bytes: u64,
-    pub audio_seconds: f64,
-    pub frames: u64,
-    pub fps: u32,
-    pub width: u32,
-    pub height: u32,
-    pub chunks: usize,
-    pub chunks_reused: usize,
-    pub utterances: usize,
-    pub phrase_hits: u64,
-    /// The speech backend actually used (backend, GPU, precision).
-    pub backend: BackendInfo,
-    pub speech: SpeechStats,
-    /// Seconds the chunk workers waited for speech, summed over workers (the first chunk's wait
-    /// included): near zero when speech keeps ahead of drawing and encoding.
-    pub speech_wait_seconds: f64,
-    pub wall_seconds: f64,
-    /// Seconds per stage summed over threads.
-    pub stage_seconds: HashMap<&'static str, f64>,
-}
 
 /// Renders with the process's speech service (`service`, shared by every render it runs).
 pub fn run(
@@ -91,7 +63,6 @@ pub fn run(
         look,
         plan,
     } = prepare(opts, service, progress, &clock, cancel)?;
-    let (fps, size) = (look.video.fps, (look.video.width, look.video.height));
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
         chunks = plan.chunks.len(),
@@ -100,33 +71,12 @@ pub fn run(
 
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
     report_warnings(&cache, progress);
-    let sample_rate = plan.sample_rate;
-    let mut done: Vec<Option<ChunkDone>> = vec![None; plan.chunks.len()];
-    let mut todo = Vec::new();
-    // A chunk whose key came earlier in this render is that chunk again: rendered once.
-    let mut first_of: HashMap<Key, usize> = HashMap::new();
-    let mut repeats = Vec::new();
-    for (i, c) in plan.chunks.iter().enumerate() {
-        if cancel.load(Ordering::Relaxed) {
-            return Err(Error::Cancelled);
-        }
-        let key = c.key.as_ref().expect("keys assigned");
-        if let Some(&first) = first_of.get(key) {
-            repeats.push((i, first));
-            continue;
-        }
-        first_of.insert(*key, i);
-        match reuse_chunk(&cache, key, c.sentences.len()) {
-            Some(d) => done[i] = Some(d),
-            None => todo.push(i),
-        }
-    }
-    report_warnings(&cache, progress);
-    let chunks_reused = plan.chunks.len() - todo.len();
+    let keyed = plan.chunks.iter().map(|c| (c.key(), c.sentences.len()));
+    let lookup = look_up_chunks(&cache, keyed, progress, cancel)?;
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
-        reused = chunks_reused,
-        todo = todo.len(),
+        reused = lookup.reused(),
+        todo = lookup.todo.len(),
         "cache looked up"
     );
 
@@ -142,91 +92,35 @@ pub fn run(
         speech_wait_nanos: AtomicU64::new(0),
         adopted: AtomicUsize::new(0),
     };
-    let new_chunks = run_threads(&shared, &mut engine, &todo)?;
-    for (i, d) in new_chunks {
-        done[i] = Some(d);
-    }
-    for (i, first) in repeats {
-        done[i] = done[first].clone();
-    }
-    let done: Vec<ChunkDone> = done
-        .into_iter()
-        .map(|d| d.expect("every chunk reused or rendered"))
-        .collect();
+    let rendered = run_threads(&shared, &mut engine, &lookup.todo)?;
+    let chunks_reused = lookup.reused() + shared.adopted.load(Ordering::Relaxed);
+    let phrase_hits = phrase_hits(&plan, &engine, &lookup.todo);
+    let done = lookup.complete(rendered);
 
-    let t = Instant::now();
-    progress.event(Event::Start {
-        stage: Stage::Assemble,
-        total: 0,
-    });
-    let chunks: Vec<ChunkRef> = plan
-        .chunks
-        .iter()
-        .zip(&done)
-        .map(|(c, d)| ChunkRef {
-            path: cache.chunk_path(c.key.as_ref().expect("keys assigned")),
-            expect: Some((d.frames, d.samples)),
-        })
-        .collect();
-    let mut timeline = Timeline::new(sample_rate);
-    for (c, d) in done.iter().enumerate() {
-        plan.place_chunk(&mut timeline, c, &d.spans, d.samples);
-    }
-    let (chapters, cues) = timeline.finish();
-    let meta = OutputMeta {
-        title: script.title.clone(),
-        author: script.author.clone(),
-        chapters,
-        cues,
-    };
-    media::remove_stale_partials(&opts.output);
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
-    let info = media::assemble(&chunks, &opts.output, &meta, cancel).map_err(|e| match e {
-        MediaError::Cancelled => Error::Cancelled,
-        e => e.into(),
+    let (info, subtitles) = timed(progress, &clock, Stage::Assemble, || {
+        let chunks = chunk_refs(&cache, plan.chunks.iter().map(|c| c.key()), &done);
+        let meta = plan.output_meta(&script, &done);
+        media::write_mp4(&chunks, &opts.output, &meta, opts.extra.subtitles, cancel)
     })?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
-    let subtitles = opts
-        .extra
-        .subtitles
-        .map(|f| media::write_sidecar(&opts.output, &meta.cues, f))
-        .transpose()?;
-    clock.add(Stage::Assemble, t.elapsed());
-    progress.event(Event::Finish {
-        stage: Stage::Assemble,
-    });
 
-    Ok(RenderReport {
+    let written = Written {
         output: opts.output.clone(),
         subtitles,
         bytes: info.bytes,
-        audio_seconds: info.audio_samples as f64 / f64::from(sample_rate),
+        audio_seconds: info.audio_samples as f64 / f64::from(plan.sample_rate),
+    };
+    Ok(RenderReport {
         frames: info.frames,
-        fps,
-        width: size.0,
-        height: size.1,
-        chunks: plan.chunks.len(),
-        chunks_reused: chunks_reused + shared.adopted.load(Ordering::Relaxed),
-        utterances: plan.utterances.len(),
-        phrase_hits: shared_hits(&engine, &plan, &todo),
-        backend: service.info().clone(),
-        speech: engine.stats,
+        fps: look.video.fps,
+        width: look.video.width,
+        height: look.video.height,
+        chunks_reused,
+        phrase_hits,
         speech_wait_seconds: shared.speech_wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
-        wall_seconds: wall.elapsed().as_secs_f64(),
-        stage_seconds: Stage::ALL
-            .iter()
-            .map(|&s| (s.label(), clock.seconds(s)))
-            .collect(),
+        ..RenderReport::new(written, &plan, &engine, service, &clock, wall)
     })
-}
-
-/// Utterances of rendered chunks that came from the phrase cache rather than the model.
-fn shared_hits(engine: &SpeechEngine, plan: &Plan, todo: &[usize]) -> u64 {
-    let needed: u64 = todo
-        .iter()
-        .map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64)
-        .sum();
-    needed.saturating_sub(engine.stats.synthesized)
 }
 
 /// What the threads share.
@@ -381,7 +275,7 @@ fn render_one(
 ) -> Result<ChunkDone> {
     let plan = shared.plan;
     let cache = shared.cache;
-    let key = plan.chunks[i].key.as_ref().expect("keys assigned");
+    let key = plan.chunks[i].key();
     let path = cache.chunk_path(key);
     // One writer per chunk across every render sharing the cache; the others wait, then reuse.
     let lock = cache.lock_chunk(key, &shared.stop);

@@ -12,10 +12,10 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::cache::{Key, KeyBuilder};
+use crate::cache::{ChunkDone, Key, KeyBuilder};
 use crate::error::{Error, Result};
 use crate::lexicon::{Piece, key_text};
-use crate::media::Timeline;
+use crate::media::{OutputMeta, Timeline};
 use crate::phonemize::Phonemizer;
 use crate::progress::{Clock, Stage};
 use crate::script::Script;
@@ -71,6 +71,13 @@ pub struct ChunkPlan {
     pub tail_samples: u64,
     /// Filled in by [`Plan::assign_chunk_keys`] once the look of the video is known.
     pub key: Option<Key>,
+}
+
+impl ChunkPlan {
+    /// The chunk's key; only a plan whose keys are assigned is rendered.
+    pub fn key(&self) -> &Key {
+        self.key.as_ref().expect("keys assigned")
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -218,6 +225,21 @@ impl Plan {
             timeline.cue(&self.sentences[s].display, span);
         }
         timeline.advance(samples);
+    }
+
+    /// The output's title, author, chapters and cues once every chunk is `done`.
+    pub fn output_meta(&self, script: &Script, done: &[ChunkDone]) -> OutputMeta {
+        let mut timeline = Timeline::new(self.sample_rate);
+        for (c, d) in done.iter().enumerate() {
+            self.place_chunk(&mut timeline, c, &d.spans, d.samples);
+        }
+        let (chapters, cues) = timeline.finish();
+        OutputMeta {
+            title: script.title.clone(),
+            author: script.author.clone(),
+            chapters,
+            cues,
+        }
     }
 
     /// Utterance indices of a chunk, in order.

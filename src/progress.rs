@@ -108,3 +108,19 @@ pub struct NoProgress;
 impl Progress for NoProgress {
     fn event(&self, _: Event) {}
 }
+
+/// Runs `work` as `stage`: its start and finish reported and its time on `clock`. A failed stage
+/// reports no finish; the error says what happened.
+pub fn timed<T, E>(
+    progress: &dyn Progress,
+    clock: &Clock,
+    stage: Stage,
+    work: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    let t = std::time::Instant::now();
+    progress.event(Event::Start { stage, total: 0 });
+    let out = work()?;
+    clock.add(stage, t.elapsed());
+    progress.event(Event::Finish { stage });
+    Ok(out)
+}

@@ -38,9 +38,9 @@ use sqlx::sqlite::{
 use sqlx::{Row, migrate::Migrator};
 use tokio::runtime::Runtime;
 
+pub use chunk_meta::{ChunkDone, ChunkLookup, look_up_chunks};
 #[cfg(feature = "render")]
-pub use chunk_meta::adopt_rowless;
-pub use chunk_meta::{ChunkDone, reuse_chunk};
+pub use chunk_meta::{adopt_rowless, chunk_refs};
 pub use key::{Key, KeyBuilder};
 pub use location::{CacheLocation, TempDir, open_cache, report_warnings};
 

@@ -19,10 +19,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ffmpeg_next::{Dictionary, Rational, codec, encoder, format};
 
 use super::aac::AacTrack;
-use super::atomic::PartialFile;
+use super::atomic::{PartialFile, remove_stale_partials};
 use super::error::{MediaError, ff};
 use super::probe::{ChunkScan, FileId, open_chunk, pts_to_frame, read_packet, scan_open};
-use super::subtitles::{MS, mov_text_encoder, prepare_cues, to_ms, write_mov_text};
+use super::subtitles::{
+    MS, SubtitleFormat, mov_text_encoder, prepare_cues, to_ms, write_mov_text, write_sidecar,
+};
 use super::{AssembleInfo, Chapter, OutputMeta, init};
 
 /// One chunk of the output.
@@ -38,6 +40,23 @@ impl From<PathBuf> for ChunkRef {
     fn from(path: PathBuf) -> ChunkRef {
         ChunkRef { path, expect: None }
     }
+}
+
+/// A render's MP4 from its finished chunks: a killed run's partial files are removed, then the MP4
+/// is built ([`assemble`]) and, with `subtitles`, its sidecar written beside it.
+pub fn write_mp4(
+    chunks: &[ChunkRef],
+    output: &Path,
+    meta: &OutputMeta,
+    subtitles: Option<SubtitleFormat>,
+    stop: &AtomicBool,
+) -> Result<(AssembleInfo, Option<PathBuf>), MediaError> {
+    remove_stale_partials(output);
+    let info = assemble(chunks, output, meta, stop)?;
+    let sidecar = subtitles
+        .map(|format| write_sidecar(output, &meta.cues, format))
+        .transpose()?;
+    Ok((info, sidecar))
 }
 
 /// Builds `output` from `chunks`; see the module header for what is guaranteed. `stop` set

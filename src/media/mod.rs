@@ -23,7 +23,7 @@ mod timeline;
 
 use std::sync::OnceLock;
 
-pub use assemble::{ChunkRef, assemble};
+pub use assemble::{ChunkRef, assemble, write_mp4};
 pub use audio::{AudioFormat, AudioMeta, AudioWriter};
 pub use chunk::ChunkWriter;
 pub use error::MediaError;

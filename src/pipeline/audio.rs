@@ -9,15 +9,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use super::RenderReport;
-use crate::animate::chunk_audio;
-use crate::cache::open_cache;
+use crate::animate::{ChunkAudio, chunk_audio};
+use crate::cache::{Cache, open_cache};
 use crate::error::{Error, Result};
 use crate::media::{self, AudioFormat, AudioMeta, AudioWriter, Timeline};
+use crate::plan::Plan;
 use crate::prepare::{build_plan, load_inputs};
-use crate::progress::{Clock, Event, Progress, Stage};
+use crate::progress::{Clock, Event, Progress, Stage, timed};
+use crate::report::{RenderReport, Written};
 use crate::settings::RenderOptions;
-use crate::speech::{SpeechService, speak};
+use crate::speech::{SpeechEngine, SpeechService, speak};
 
 /// Chunks (about 20–30 s of speech each) synthesised before their audio is written.
 const WINDOW_CHUNKS: usize = 8;
@@ -43,6 +44,14 @@ pub(super) fn render_audio(
     let (script, mut engine) = load_inputs(opts, service, progress, &clock)?;
     let plan = build_plan(&script, &engine, progress, &clock, cancel)?;
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
+    let mut speaker = Speaker {
+        plan: &plan,
+        engine: &mut engine,
+        cache: &cache,
+        progress,
+        clock: &clock,
+        cancel,
+    };
 
     // Pass 1: every phrase synthesised (or found) and cached; chunk lengths, cues and chapter
     // starts measured. The muxer needs the chapters before its header, so they are known first.
@@ -52,98 +61,111 @@ pub(super) fn render_audio(
     });
     let mut lengths = Vec::with_capacity(plan.chunks.len());
     let mut timeline = Timeline::new(plan.sample_rate);
-    let all: Vec<usize> = (0..plan.chunks.len()).collect();
-    let mut done = 0u64;
-    for window in all.chunks(WINDOW_CHUNKS) {
-        if cancel.load(Ordering::Relaxed) {
-            return Err(Error::Cancelled);
-        }
-        let speeches = speak(&plan, window, &mut engine, &cache, progress, &clock, cancel)?;
-        for &c in window {
-            let audio = chunk_audio(&plan, c, &speeches, 1);
-            plan.place_chunk(
-                &mut timeline,
-                c,
-                &audio.sentence_spans,
-                audio.pcm.len() as u64,
-            );
-            lengths.push(audio.pcm.len());
-            done += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
-        }
-        progress.event(Event::Advance {
-            stage: Stage::Speech,
-            done,
-        });
-    }
+    speaker.each_chunk(
+        |c, audio| {
+            let samples = audio.pcm.len();
+            plan.place_chunk(&mut timeline, c, &audio.sentence_spans, samples as u64);
+            lengths.push(samples);
+            Ok(())
+        },
+        |done| {
+            progress.event(Event::Advance {
+                stage: Stage::Speech,
+                done,
+            })
+        },
+    )?;
     progress.event(Event::Finish {
         stage: Stage::Speech,
     });
     let audio_seconds = timeline.seconds();
 
     // Pass 2: the same speech, now all from the phrase cache, into the file.
-    let t = Instant::now();
-    progress.event(Event::Start {
-        stage: Stage::Assemble,
-        total: 0,
-    });
-    let meta = AudioMeta {
-        title: script.title.clone(),
-        author: script.author.clone(),
-        chapters: timeline.chapters(),
-    };
-    media::remove_stale_partials(&opts.output);
-    let mut writer = AudioWriter::create(&opts.output, format, plan.sample_rate, &meta)?;
-    for window in all.chunks(WINDOW_CHUNKS) {
-        if cancel.load(Ordering::Relaxed) {
-            return Err(Error::Cancelled);
-        }
-        let speeches = speak(&plan, window, &mut engine, &cache, progress, &clock, cancel)?;
-        for &c in window {
-            let audio = chunk_audio(&plan, c, &speeches, 1);
-            if audio.pcm.len() != lengths[c] {
-                // Only when the cache failed to store a phrase (warned about): the voice's noise
-                // would make its second synthesis differ from the length measured.
-                return Err(Error::Io {
-                    path: cache.dir().to_path_buf(),
-                    source: std::io::Error::other(
-                        "the phrase cache did not keep this book's speech (see the warnings above), so chapters and subtitles cannot be timed; give a writable --cache DIR",
-                    ),
-                });
-            }
-            writer.push(&audio.pcm)?;
-        }
-    }
-    let bytes = writer.finish()?;
-    let subtitles = opts
-        .extra
-        .subtitles
-        .map(|f| media::write_sidecar(&opts.output, timeline.cues(), f))
-        .transpose()?;
-    clock.add(Stage::Assemble, t.elapsed());
-    progress.event(Event::Finish {
-        stage: Stage::Assemble,
-    });
+    let (bytes, subtitles) = timed(progress, &clock, Stage::Assemble, || {
+        let meta = AudioMeta {
+            title: script.title.clone(),
+            author: script.author.clone(),
+            chapters: timeline.chapters(),
+        };
+        media::remove_stale_partials(&opts.output);
+        let mut writer = AudioWriter::create(&opts.output, format, plan.sample_rate, &meta)?;
+        speaker.each_chunk(
+            |c, audio| {
+                if audio.pcm.len() != lengths[c] {
+                    // Only when the cache failed to store a phrase (warned about): the voice's
+                    // noise would make its second synthesis differ from the length measured.
+                    return Err(Error::Io {
+                        path: cache.dir().to_path_buf(),
+                        source: std::io::Error::other(
+                            "the phrase cache did not keep this book's speech (see the warnings above), so chapters and subtitles cannot be timed; give a writable --cache DIR",
+                        ),
+                    });
+                }
+                Ok(writer.push(&audio.pcm)?)
+            },
+            |_| {},
+        )?;
+        let bytes = writer.finish()?;
+        let subtitles = opts
+            .extra
+            .subtitles
+            .map(|f| media::write_sidecar(&opts.output, timeline.cues(), f))
+            .transpose()?;
+        Ok::<_, Error>((bytes, subtitles))
+    })?;
 
-    Ok(RenderReport {
+    let written = Written {
         output: opts.output.clone(),
         subtitles,
         bytes,
         audio_seconds,
-        frames: 0,
-        fps: 0,
-        width: 0,
-        height: 0,
-        chunks: plan.chunks.len(),
-        chunks_reused: 0,
-        utterances: plan.utterances.len(),
-        phrase_hits: (plan.utterances.len() as u64).saturating_sub(engine.stats.synthesized),
-        backend: service.info().clone(),
-        speech: engine.stats,
-        speech_wait_seconds: 0.0,
-        wall_seconds: wall.elapsed().as_secs_f64(),
-        stage_seconds: Stage::ALL
-            .iter()
-            .map(|&s| (s.label(), clock.seconds(s)))
-            .collect(),
-    })
+    };
+    Ok(RenderReport::new(
+        written, &plan, &engine, service, &clock, wall,
+    ))
+}
+
+/// What speaking the book a window at a time needs.
+struct Speaker<'a> {
+    plan: &'a Plan,
+    engine: &'a mut SpeechEngine,
+    cache: &'a Cache,
+    progress: &'a dyn Progress,
+    clock: &'a Clock,
+    cancel: &'a AtomicBool,
+}
+
+impl Speaker<'_> {
+    /// Every chunk's audio in order to `each`, [`WINDOW_CHUNKS`] chunks' speech at a time (from
+    /// the phrase cache, else synthesised and cached); after each window, `window_done` with the
+    /// utterances spoken so far. Returns `Cancelled` between windows once `cancel` is set.
+    fn each_chunk(
+        &mut self,
+        mut each: impl FnMut(usize, ChunkAudio) -> Result<()>,
+        mut window_done: impl FnMut(u64),
+    ) -> Result<()> {
+        let plan = self.plan;
+        let all: Vec<usize> = (0..plan.chunks.len()).collect();
+        let mut done = 0u64;
+        for window in all.chunks(WINDOW_CHUNKS) {
+            if self.cancel.load(Ordering::Relaxed) {
+                return Err(Error::Cancelled);
+            }
+            let speeches = speak(
+                plan,
+                window,
+                self.engine,
+                self.cache,
+                self.progress,
+                self.clock,
+                self.cancel,
+            )?;
+            for &c in window {
+                each(c, chunk_audio(plan, c, &speeches, 1))?;
+                done += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
+            }
+            window_done(done);
+        }
+        Ok(())
+    }
 }

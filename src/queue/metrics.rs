@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::pipeline::RenderReport;
+use crate::report::RenderReport;
 
 use super::{Counts, Queue};
 

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::pipeline::{self, RenderReport};
+use crate::pipeline;
 use crate::progress::{Event, Progress};
+use crate::report::RenderReport;
 use crate::speech::SpeechService;
 
 use super::metrics::{self, Metrics, Tally};

@@ -4,7 +4,7 @@ use std::process::Command;
 
 use super::super::probe::scan;
 use super::super::{ChunkWriter, MediaError, VideoSettings, probe_chunk};
-use super::{entries, ffprobe, gradient, num, sine, small, stream, temp, write_chunk};
+use super::{assert_step, entries, ffprobe, gradient, num, sine, small, stream, temp, write_chunk};
 
 #[test]
 fn chunk_round_trips_through_probe_and_ffprobe() {
@@ -187,16 +187,7 @@ fn create_fails_cleanly_where_no_file_can_be_made() {
     let err = ChunkWriter::create(&missing, &small(25), 22050)
         .err()
         .expect("missing dir");
-    assert!(
-        matches!(
-            err,
-            MediaError::Ffmpeg {
-                step: "create chunk file",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "create chunk file", true);
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"x").unwrap();
     let err = ChunkWriter::create(&file.join("seg.mkv"), &small(25), 22050)
@@ -206,16 +197,7 @@ fn create_fails_cleanly_where_no_file_can_be_made() {
     let err = ChunkWriter::create(std::path::Path::new("/"), &small(25), 22050)
         .err()
         .expect("no file name");
-    assert!(
-        matches!(
-            err,
-            MediaError::Io {
-                step: "choose temp file name",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "choose temp file name", false);
     assert_eq!(entries(dir.path()), ["plain-file"]);
 }
 
@@ -228,16 +210,7 @@ fn finish_fails_and_cleans_up_when_the_temp_file_vanished() {
         std::fs::remove_file(dir.path().join(name)).unwrap();
     }
     let err = w.finish().expect_err("temp file gone");
-    assert!(
-        matches!(
-            err,
-            MediaError::Io {
-                step: "open for fsync",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "open for fsync", false);
     assert!(entries(dir.path()).is_empty());
 }
 
@@ -249,16 +222,7 @@ fn finish_fails_and_cleans_up_when_the_target_is_a_directory() {
     let mut w = ChunkWriter::create(&path, &small(25), 22050).expect("create");
     w.write_frame(&gradient(160, 120, 0)).expect("frame");
     let err = w.finish().expect_err("rename onto a directory");
-    assert!(
-        matches!(
-            err,
-            MediaError::Io {
-                step: "rename temp file onto target",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "rename temp file onto target", false);
     assert_eq!(entries(dir.path()), ["seg.mkv"]);
     assert!(path.is_dir());
 }
@@ -285,16 +249,7 @@ fn truncated_or_foreign_chunks_fail_probe() {
 
     let missing = dir.path().join("missing.mkv");
     let err = probe_chunk(&missing).expect_err("missing");
-    assert!(
-        matches!(
-            err,
-            MediaError::Io {
-                step: "open chunk",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "open chunk", false);
 
     // A valid Matroska file that ChunkWriter did not write (no tags).
     let foreign = dir.path().join("foreign.mkv");

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::super::{Chapter, Cue, MediaError, OutputMeta, VideoSettings};
-use super::{assemble_paths, entries, small, temp, write_chunk};
+use super::{assemble_paths, assert_step, entries, small, temp, write_chunk};
 
 /// Two good 0.4 s chunks in `dir`.
 fn two_chunks(dir: &Path) -> Vec<PathBuf> {
@@ -99,52 +99,16 @@ fn outputs_that_cannot_be_created() {
     let meta = OutputMeta::default();
 
     let err = fails(&chunks, &dir.path().join("nope").join("out.mp4"), &meta);
-    assert!(
-        matches!(
-            err,
-            MediaError::Ffmpeg {
-                step: "create output file",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "create output file", true);
     let err = fails(&chunks, &chunks[0].join("out.mp4"), &meta);
-    assert!(
-        matches!(
-            err,
-            MediaError::Ffmpeg {
-                step: "create output file",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "create output file", true);
     let err = assemble_paths(&chunks, Path::new("/"), &meta).expect_err("no file name");
-    assert!(
-        matches!(
-            err,
-            MediaError::Io {
-                step: "choose temp file name",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "choose temp file name", false);
     // The output name is taken by a directory: everything is written, the rename fails.
     let taken = dir.path().join("taken.mp4");
     std::fs::create_dir(&taken).unwrap();
     let err = fails(&chunks, &taken, &meta);
-    assert!(
-        matches!(
-            err,
-            MediaError::Io {
-                step: "rename temp file onto target",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_step(&err, "rename temp file onto target", false);
 }
 
 #[test]

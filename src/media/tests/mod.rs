@@ -12,7 +12,17 @@ mod subtitle_tests;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{ChunkInfo, ChunkWriter, VideoSettings};
+use super::{ChunkInfo, ChunkWriter, MediaError, VideoSettings};
+
+/// Asserts that `err` is the failure of `step`: an ffmpeg call's (`ffmpeg`) or a file system one's.
+pub(super) fn assert_step(err: &MediaError, step: &str, ffmpeg: bool) {
+    let at = match err {
+        MediaError::Ffmpeg { step, .. } if ffmpeg => *step,
+        MediaError::Io { step, .. } if !ffmpeg => *step,
+        _ => "",
+    };
+    assert_eq!(at, step, "{err}");
+}
 
 /// Small frames keep the suite fast on a shared 2-core machine.
 pub(super) fn small(fps: u32) -> VideoSettings {

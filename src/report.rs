@@ -1,0 +1,93 @@
+//! What a render reports: the `--json` result, the queue's metrics and the benchmarks all read
+//! it. Built in one place so a video and an audio-only render count the same things the same way.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::plan::Plan;
+use crate::progress::{Clock, Stage};
+use crate::speech::{SpeechEngine, SpeechService, SpeechStats};
+use crate::tts::select::BackendInfo;
+
+/// What a render did and how long each part took.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RenderReport {
+    pub output: PathBuf,
+    /// The subtitle sidecar, with `--subtitles`.
+    pub subtitles: Option<PathBuf>,
+    pub bytes: u64,
+    pub audio_seconds: f64,
+    pub frames: u64,
+    pub fps: u32,
+    pub width: u32,
+    pub height: u32,
+    pub chunks: usize,
+    pub chunks_reused: usize,
+    pub utterances: usize,
+    pub phrase_hits: u64,
+    /// The speech backend actually used (backend, GPU, precision).
+    pub backend: BackendInfo,
+    pub speech: SpeechStats,
+    /// Seconds the chunk workers waited for speech, summed over workers (the first chunk's wait
+    /// included): near zero when speech keeps ahead of drawing and encoding.
+    pub speech_wait_seconds: f64,
+    pub wall_seconds: f64,
+    /// Seconds per stage summed over threads.
+    pub stage_seconds: HashMap<&'static str, f64>,
+}
+
+/// The file a render wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub output: PathBuf,
+    pub subtitles: Option<PathBuf>,
+    pub bytes: u64,
+    pub audio_seconds: f64,
+}
+
+impl RenderReport {
+    /// The report of a render without pictures: nothing drawn or reused, and every utterance the
+    /// model did not speak a phrase-cache hit. A video render sets its own fields over these.
+    pub fn new(
+        written: Written,
+        plan: &Plan,
+        engine: &SpeechEngine,
+        service: &SpeechService,
+        clock: &Clock,
+        started: Instant,
+    ) -> RenderReport {
+        RenderReport {
+            output: written.output,
+            subtitles: written.subtitles,
+            bytes: written.bytes,
+            audio_seconds: written.audio_seconds,
+            frames: 0,
+            fps: 0,
+            width: 0,
+            height: 0,
+            chunks: plan.chunks.len(),
+            chunks_reused: 0,
+            utterances: plan.utterances.len(),
+            phrase_hits: (plan.utterances.len() as u64).saturating_sub(engine.stats.synthesized),
+            backend: service.info().clone(),
+            speech: engine.stats,
+            speech_wait_seconds: 0.0,
+            wall_seconds: started.elapsed().as_secs_f64(),
+            stage_seconds: Stage::ALL
+                .iter()
+                .map(|&s| (s.label(), clock.seconds(s)))
+                .collect(),
+        }
+    }
+}
+
+/// A video render's phrase hits: utterances of the chunks it `rendered` that came from the
+/// phrase cache rather than the model (a reused chunk needs no speech at all).
+pub fn phrase_hits(plan: &Plan, engine: &SpeechEngine, rendered: &[usize]) -> u64 {
+    let needed: u64 = rendered
+        .iter()
+        .map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64)
+        .sum();
+    needed.saturating_sub(engine.stats.synthesized)
+}
