@@ -261,8 +261,7 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
     );
 
     // Width: frames the plan puts at rest, rounded (o, u, w, r, sh) or spread (ee, s, e); from
-    // the re-found landmarks (printed: the 68-point net follows width changes only in part) and
-    // from the pixels (asserted).
+    // the re-found landmarks (corner to corner) and from the pixels, both asserted.
     let ratios = |series: &[f64]| {
         let pick = |keep: &dyn Fn(&MouthPose) -> bool| -> Vec<f64> {
             plan_poses
@@ -289,13 +288,15 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
         100.0 * (lm_spread - 1.0),
     );
     assert!(
-        round_k <= 0.88,
-        "{portrait}: rounded visemes narrow the mouth only {:.1} %",
+        lm_round <= 0.88 && round_k <= 0.88,
+        "{portrait}: rounded visemes narrow the mouth only {:.1} % (landmarks), {:.1} % (pixels)",
+        100.0 * (1.0 - lm_round),
         100.0 * (1.0 - round_k)
     );
     assert!(
-        spread_k >= 1.05,
-        "{portrait}: spread visemes widen the mouth only {:.1} %",
+        lm_spread >= 1.05 && spread_k >= 1.05,
+        "{portrait}: spread visemes widen the mouth only {:.1} % (landmarks), {:.1} % (pixels)",
+        100.0 * (lm_spread - 1.0),
         100.0 * (spread_k - 1.0)
     );
 
@@ -381,6 +382,34 @@ fn lab(c: [f64; 3]) -> [f64; 3] {
     [116.0 * fy - 16.0, 500.0 * (fx - fy), 200.0 * (fy - fz)]
 }
 
+/// The sRGB colour (rounded) of a CIELAB (D65) colour: the inverse of [`lab`].
+fn srgb(l: [f64; 3]) -> [u8; 3] {
+    let fy = (l[0] + 16.0) / 116.0;
+    let (fx, fz) = (fy + l[1] / 500.0, fy - l[2] / 200.0);
+    let finv = |f: f64| {
+        if f > 0.206_893 {
+            f * f * f
+        } else {
+            (f - 16.0 / 116.0) / 7.787
+        }
+    };
+    let (x, y, z) = (finv(fx) * 0.95047, finv(fy), finv(fz) * 1.08883);
+    let lin = [
+        3.2406 * x - 1.5372 * y - 0.4986 * z,
+        -0.9689 * x + 1.8758 * y + 0.0415 * z,
+        0.0557 * x - 0.2040 * y + 1.0570 * z,
+    ];
+    lin.map(|v| {
+        let v = v.clamp(0.0, 1.0);
+        let g = if v <= 0.003_130_8 {
+            12.92 * v
+        } else {
+            1.055 * v.powf(1.0 / 2.4) - 0.055
+        };
+        (255.0 * g).round() as u8
+    })
+}
+
 /// Mean CIELAB colour of the pixels of `img` whose centres satisfy `inside`.
 fn mean_lab(img: &RgbImage, inside: impl Fn(f32, f32) -> bool) -> [f64; 3] {
     let (mut sum, mut n) = ([0.0f64; 3], 0usize);
@@ -441,10 +470,15 @@ fn aperture(img: &RgbImage, eye: &[[f32; 2]], skin: [f64; 3]) -> f64 {
     counts[counts.len() / 2] / f64::from(length)
 }
 
-/// Closes both eyes on `img` (landmarks `lm`) and returns (mean EAR of the re-found landmarks,
-/// mean opening from pixels of the open and the closed eye, worst Delta E between the closed
-/// eye and the cheek below it).
-fn closed_eyes(models: &FaceModels, img: &RgbImage, lm: &[[f32; 2]; 68]) -> (f64, [f64; 2], f64) {
+/// Closes both eyes on `img` (landmarks `lm`) and returns (mean EAR of the re-found landmarks
+/// on the open portrait, on the closed eyes and on a control whose eyes are painted over with
+/// cheek colour, mean opening from pixels of the open and the closed eye, worst Delta E between
+/// the closed eye and the cheek below it).
+fn closed_eyes(
+    models: &FaceModels,
+    img: &RgbImage,
+    lm: &[[f32; 2]; 68],
+) -> ([f64; 3], [f64; 2], f64) {
     let rig = FaceRig::new(img, lm).unwrap();
     let mut out = vec![0u8; img.as_raw().len()];
     let pose = FramePose {
@@ -454,8 +488,10 @@ fn closed_eyes(models: &FaceModels, img: &RgbImage, lm: &[[f32; 2]; 68]) -> (f64
     rig.render(&pose, &mut out);
     let closed = RgbImage::from_raw(img.width(), img.height(), out).unwrap();
     let bbox = models.detect(img)[0].bbox;
-    let m = models.landmarks(&closed, bbox).points;
-    let ear = 0.5 * (ear(&m, 36) + ear(&m, 42));
+    let both = |m: &[[f32; 2]; 68]| 0.5 * (ear(m, 36) + ear(m, 42));
+    let open_ear = both(&models.landmarks(img, bbox).points);
+    let closed_ear = both(&models.landmarks(&closed, bbox).points);
+    let mut erased = img.clone();
     let mut worst = 0.0f64;
     let mut opening = [0.0; 2];
     for first in [36, 42] {
@@ -476,8 +512,22 @@ fn closed_eyes(models: &FaceModels, img: &RgbImage, lm: &[[f32; 2]; 68]) -> (f64
         worst = worst.max(delta_e(band, cheek));
         opening[0] += 0.5 * aperture(img, eye, cheek);
         opening[1] += 0.5 * aperture(&closed, eye, cheek);
+        // The control: the eye's outline grown by half its length, filled with the cheek's
+        // colour (no iris, sclera, lashes or lid line left at all).
+        let c = centre(lm, first..first + 6);
+        let grown: Vec<[f32; 2]> = eye
+            .iter()
+            .map(|p| [c[0] + 1.5 * (p[0] - c[0]), c[1] + 1.5 * (p[1] - c[1])])
+            .collect();
+        let fill = image::Rgb(srgb(cheek));
+        for (x, y, p) in erased.enumerate_pixels_mut() {
+            if in_polygon(&grown, x as f32, y as f32) {
+                *p = fill;
+            }
+        }
     }
-    (ear, opening, worst)
+    let erased_ear = both(&models.landmarks(&erased, bbox).points);
+    ([open_ear, closed_ear, erased_ear], opening, worst)
 }
 
 #[test]
@@ -490,18 +540,23 @@ fn closed_lids_are_skin_coloured_and_shut_on_every_portrait_and_framing() {
         let lm = face.landmarks.points;
         let (head, head_lm) = framing::head_and_shoulders(&portrait.image, &lm, 384, 384).unwrap();
         for (framing, img, lm) in [("full", &portrait.image, lm), ("head", &head, head_lm)] {
-            let (ear, [open, shut], de) = closed_eyes(&models, img, &lm);
+            let ([open_ear, ear, erased_ear], [open, shut], de) = closed_eyes(&models, img, &lm);
             let line = format!(
-                "{path} --framing {framing}: mid-blink landmark EAR {ear:.3}, pixel opening {open:.3} open -> {shut:.3} closed, closed eye vs cheek Delta E {de:.1}"
+                "{path} --framing {framing}: landmark EAR {open_ear:.3} open -> {ear:.3} mid-blink ({erased_ear:.3} with the eyes painted over), pixel opening {open:.3} open -> {shut:.3} closed, closed eye vs cheek Delta E {de:.1}"
             );
             println!("{line}");
-            if shut >= 0.1 || de > 16.0 {
+            // The 68-point net keeps predicting an open eye even where nothing of the eye is
+            // left (the painted-over control stays near 0.3), so the landmark check is relative:
+            // it must see the closed lid at least as shut as that control, and less open than
+            // the portrait.
+            let net_sees_it = ear <= erased_ear + 0.005 && ear < open_ear - 0.01;
+            if shut >= 0.1 || de > 16.0 || !net_sees_it {
                 failures.push(line);
             }
         }
     }
     assert!(
         failures.is_empty(),
-        "closed eyes must open under 0.1 of their length and lie within Delta E 16 of the cheek: {failures:?}"
+        "closed eyes must open under 0.1 of their length, lie within Delta E 16 of the cheek and look to the landmark net at least as shut as painted-over eyes: {failures:?}"
     );
 }

@@ -11,8 +11,8 @@ pub struct MouthPose {
     /// 0..1 inner-lip opening: 0 = lips sealed (m, b, p), 1 = the widest speech opening ("father").
     /// At 1 the lip gap is about 0.55 × half the mouth width and the chin drops with it.
     pub open: f32,
-    /// -1..1 mouth width: -1 = puckered (≈ 28 % narrower than the portrait), 0 = the portrait's
-    /// own width, 1 = spread (≈ 18 % wider, as in "see").
+    /// -1..1 mouth width: -1 = puckered (≈ 36 % narrower than the portrait), 0 = the portrait's
+    /// own width, 1 = spread (≈ 26 % wider, as in "see").
     pub width: f32,
     /// 0..1 lip rounding: a rounder, shorter opening with the corners drawn in (o, u, w).
     pub round: f32,

@@ -9,8 +9,10 @@
 //! - The pose sets new inner lip edges; above them the upper lip moves (fading out at the
 //!   nose base), below them the lower lip moves with its own profile and the jaw/chin drops
 //!   as a body (fading out below the chin and towards the jaw's sides); the lips' width scales
-//!   about the mouth's middle, fading out over the cheeks before the nose and the chin. All fades are smoothsteps reaching exactly
-//!   0, so there is no box and no seam.
+//!   about the mouth's middle, corners and their shadows included, fading out over the cheeks
+//!   before the nose and the chin; rounded lips also level a smiling (or frowning) portrait's
+//!   corners towards the lips' middle, as a pucker does. All fades are smoothsteps reaching
+//!   exactly 0, so there is no box and no seam.
 //! - The lips always map to lips: the new inner edges sample the portrait's lips slightly
 //!   inside their edges, whose opening is taken from outer corner to outer corner, so a
 //!   closed mouth is lip-coloured even when the portrait smiles with teeth; what lies between
@@ -28,6 +30,8 @@ use colours::Colours;
 /// Samples per lip curve over `s` ∈ [-S_MAX, S_MAX].
 const LUT: usize = 257;
 const S_MAX: f32 = 1.6;
+/// Half-width of the mouth's influence, in half mouth widths.
+const REACH: f32 = 2.3;
 
 /// The four lip edges as y' over s = x' / W.
 #[derive(Debug, Clone)]
@@ -57,6 +61,8 @@ pub(crate) struct MouthRig {
     /// y' of the nose base, the mouth's vertical centre and the chin.
     nose: f32,
     centre: f32,
+    /// y' of the closed lips' seam at the middle: above 0 when the corners turn up (a smile).
+    seam: f32,
     chin: f32,
     lip: [f32; 3],
     teeth: [f32; 3],
@@ -100,6 +106,8 @@ pub(crate) struct MouthFrame {
     open_extent: (f32, f32),
     /// 0..1 rounding: pushed-forward lips roll their inner edges into shadow.
     round: f32,
+    /// How far rounded lips lower (or raise) their corners towards the seam's middle.
+    level: f32,
 }
 
 impl MouthRig {
@@ -153,6 +161,7 @@ impl MouthRig {
             lo_out,
         };
         let colours = Colours::measure(img, &frame, w, &lips, lm);
+        let seam = 0.5 * (up_in.at(0.0) + lo_in.at(0.0));
         MouthRig {
             frame,
             w,
@@ -166,13 +175,14 @@ impl MouthRig {
             s_right,
             nose,
             centre,
+            seam,
             chin,
             lip: colours.lip,
             teeth: colours.teeth,
             own_teeth: colours.own_teeth,
             cavity: colours.cavity,
             tongue: colours.tongue,
-            reach: 2.3 * w,
+            reach: REACH * w,
             top: nose - 1.0,
             bottom: chin + 1.05 * w,
         }
@@ -200,8 +210,9 @@ impl MouthRig {
     pub fn frame(&self, pose: &MouthPose) -> MouthFrame {
         let p = pose.clamped();
         let w = self.w;
-        // Rounded lips pucker to about 72 % of the rest width, spread lips reach about 118 %.
-        let k = 1.0 + 0.18 * p.width.max(0.0) + 0.28 * p.width.min(0.0);
+        // Rounded lips pucker to about 64 % of the rest width (as a full "oo" does), spread lips
+        // reach about 126 %.
+        let k = 1.0 + 0.26 * p.width.max(0.0) + 0.36 * p.width.min(0.0);
         let round_in = 1.0 - 0.3 * p.round;
         let (el, er) = (-self.s_left * round_in, self.s_right * round_in);
         // Opening profile 1 - |t|^n: a lens, fuller when rounded, with a finite slope at the
@@ -251,6 +262,8 @@ impl MouthRig {
             tongue_tip: 0.6 * smoothstep(0.5, 1.0, p.tongue),
             open_extent: (el, er),
             round: p.round,
+            // At most 0.2 W, so the vertical map's slope stays under 0.75 (no fold).
+            level: p.round * self.seam.clamp(-0.2 * w, 0.2 * w),
         }
     }
 
@@ -304,23 +317,46 @@ impl MouthRig {
             return None;
         }
         let w = self.w;
-        // Horizontal: the lips scale by `k` about the middle; beyond the corners the shift
-        // fades out over 0.9 W of cheek (slope under 0.6, so the map never folds), and
-        // vertically before the nose base and the chin, so the face's outline stays put.
+        let k = f.k;
+        // Horizontal: the lips scale by `k` about the middle, out to `c` half-widths when they
+        // narrow: past the corner landmarks (which sit inside the visible corners), so the
+        // corners' shadow and the lips' tapering ends move with them instead of staying behind
+        // as a lip line at the rest width. Beyond, the shift fades out over the cheek (slope
+        // between 0.55 and 1.4, so the map never folds) and ends inside `reach`, so it is
+        // exactly 0 there.
+        let (c, fade): (f32, f32) = if k < 1.0 { (1.15, 1.45) } else { (1.0, 1.05) };
+        let fade = fade.min(REACH - k * c);
+        // Vertically it fades out before the chin and, over the whole upper lip, at the nose
+        // base, so the face's outline stays put and the smile folds bend gently instead of
+        // kinking at the corners.
         let dy = y - self.centre;
-        let ry = if dy < 0.0 {
-            dy / (0.45 * w)
+        let v = if dy < 0.0 {
+            1.0 - smoothstep(0.3, 1.0, -dy / (self.centre - self.nose).max(0.5 * w))
         } else {
-            dy / (0.75 * w)
+            1.0 - smoothstep(0.7, 1.5, dy / (0.75 * w))
+        };
+        // Rounded lips lose the portrait's smile (or frown): the corners move towards the
+        // seam's height, most at the corners, fading out over the cheek and towards the nose
+        // and the chin. This comes first, so the lips and the opening move together.
+        let y = if f.level != 0.0 {
+            let a = x.abs() / (k * w);
+            let along = smoothstep(0.0, 1.0, a) * (1.0 - smoothstep(c, c + fade / k, a));
+            let span = if dy < 0.0 {
+                self.centre - self.nose
+            } else {
+                self.chin - self.centre
+            };
+            let across = 1.0 - smoothstep(0.2, 1.0, dy.abs() / span.max(0.5 * w));
+            y - f.level * along * across
+        } else {
+            y
         };
         let a = x.abs() / w;
-        let k = f.k;
-        let scaled = if a <= k {
+        let scaled = if a <= k * c {
             a / k
         } else {
-            a + (1.0 - k) * (1.0 - smoothstep(k, k + 0.9, a))
+            a + (1.0 - k) * c * (1.0 - smoothstep(k * c, k * c + fade, a))
         };
-        let v = 1.0 - smoothstep(0.7, 1.5, ry.abs());
         let xs = x.signum() * w * (a + (scaled - a) * v);
         let s = xs / w;
         let ud = f.ud.at(s);
