@@ -6,7 +6,7 @@
 use talker::phonemize::Phonemizer;
 use talker::tts::cuda::io::{Feed, split};
 use talker::tts::cuda::onnx::Model;
-use talker::tts::cuda::plan::Plan;
+use talker::tts::cuda::program::Plan;
 use talker::tts::cuda::quant::snr_db;
 use talker::tts::cuda::reference::{Hooks, HostExecutor};
 use talker::tts::voice::Scales;

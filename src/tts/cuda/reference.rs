@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use super::io::{Feed, Outputs};
 use super::ops;
-use super::plan::op::Op;
-use super::plan::{Plan, ValueId};
+use super::program::op::Op;
+use super::program::{Plan, ValueId};
 use super::tensor::{OpError, Tensor};
 
 /// A step that failed, with the op and the message.

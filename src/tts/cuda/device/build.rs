@@ -18,8 +18,8 @@ use crate::tts::batch::DEFAULT_EDGES;
 use crate::tts::cuda::engine::{EngineError, EngineFile, Expect, FORMAT, Header, engine_path};
 use crate::tts::cuda::io::{Feed, split};
 use crate::tts::cuda::onnx::Model;
-use crate::tts::cuda::plan::op::Precision;
-use crate::tts::cuda::plan::{Plan, precision};
+use crate::tts::cuda::program::op::Precision;
+use crate::tts::cuda::program::{Plan, precision};
 use crate::tts::cuda::quant;
 use crate::tts::voice::{Scales, VoiceConfig, VoiceFiles};
 use crate::tts::{Backend, RawSpeech, SpeechError};
@@ -160,8 +160,8 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         .steps
         .iter()
         .filter_map(|s| match &s.op {
-            crate::tts::cuda::plan::op::Op::Conv(c)
-            | crate::tts::cuda::plan::op::Op::ConvTranspose(c)
+            crate::tts::cuda::program::op::Op::Conv(c)
+            | crate::tts::cuda::program::op::Op::ConvTranspose(c)
                 if c.precision == Precision::I8 =>
             {
                 Some((s.name.clone(), c.input_amax.unwrap_or(0.0)))

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::build::GpuVoice;
 use crate::tts::batch::{self, BatchLimits, DEFAULT_EDGES};
 use crate::tts::cuda::io::Feed;
-use crate::tts::cuda::plan::op::Precision;
+use crate::tts::cuda::program::op::Precision;
 use crate::tts::cuda::quant::snr_db;
 use crate::tts::cuda::reference::{Hooks, HostExecutor};
 use crate::tts::cuda::tensor::Tensor;

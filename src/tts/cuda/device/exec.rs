@@ -26,8 +26,8 @@ use super::memory::{self, DevTensor, Params, dims, strides};
 use super::{Gpu, GpuError};
 use crate::tts::cuda::io::{Feed, Outputs};
 use crate::tts::cuda::ops::{self, broadcast, linalg, movement};
-use crate::tts::cuda::plan::op::{ConvSpec, Op, Precision, ReduceKind};
-use crate::tts::cuda::plan::{Plan, Step, ValueId};
+use crate::tts::cuda::program::op::{ConvSpec, Op, Precision, ReduceKind};
+use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
 
 use super::kernels::{module_source, type_suffix};
