@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::build::GpuVoice;
 use crate::tts::batch::{self, BatchLimits, DEFAULT_EDGES};
 use crate::tts::cuda::io::Feed;
+use crate::tts::cuda::program::cost::Work;
 use crate::tts::cuda::program::op::Precision;
 use crate::tts::cuda::quant::snr_db;
 use crate::tts::cuda::reference::{Hooks, HostExecutor};
@@ -254,7 +255,9 @@ pub fn bench(
         );
         let mut times = Vec::new();
         let mut audio = 0usize;
+        let mut work = Work::default();
         for pass in 0..=passes {
+            voice.exec.work = Work::default();
             let t = Instant::now();
             let mut samples = 0usize;
             for b in &plan {
@@ -270,6 +273,7 @@ pub fn bench(
                 times.push(t.elapsed().as_secs_f64());
             }
             audio = samples;
+            work = voice.exec.work;
         }
         times.sort_by(f64::total_cmp);
         let median = times[times.len() / 2];
@@ -300,6 +304,7 @@ pub fn bench(
             "batch": n, "calls": plan.len(), "mean_items": held.len() as f64 / plan.len() as f64,
             "audio_seconds": audio_s, "median_seconds": median,
             "audio_seconds_per_second": audio_s / median, "times": times, "profile": profile,
+            "work": work.report(audio_s, median),
         }));
     }
     Ok(

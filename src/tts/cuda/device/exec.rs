@@ -26,6 +26,7 @@ use super::memory::{self, DevTensor, Params, dims, strides};
 use super::{Gpu, GpuError};
 use crate::tts::cuda::io::{Feed, Outputs};
 use crate::tts::cuda::ops::{self, broadcast, linalg, movement};
+use crate::tts::cuda::program::cost::{Work, step_macs};
 use crate::tts::cuda::program::op::{ConvSpec, Op, Precision, ReduceKind};
 use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
@@ -57,6 +58,8 @@ pub struct DeviceExecutor {
     /// When set, every step waits for the GPU and its time is added here under its op kind
     /// (convolutions also by precision): where the time goes, at the price of speed.
     pub profile: Option<HashMap<String, (usize, f64)>>,
+    /// Matrix work of every run so far, counted at the shapes each step saw.
+    pub work: Work,
 }
 
 fn step_err(i: usize, s: &Step, msg: impl Into<String>) -> GpuError {
@@ -65,6 +68,13 @@ fn step_err(i: usize, s: &Step, msg: impl Into<String>) -> GpuError {
         op: s.op.name(),
         name: s.name.clone(),
         msg: msg.into(),
+    }
+}
+
+fn slot_shape(s: &Slot) -> &[usize] {
+    match s {
+        Slot::Dev(d) => &d.shape,
+        Slot::Host(t) | Slot::Both(t, _) => &t.shape,
     }
 }
 
@@ -195,6 +205,7 @@ impl DeviceExecutor {
             seed: 0x7a1c,
             syncs: 0,
             profile: None,
+            work: Work::default(),
         })
     }
 
@@ -251,6 +262,15 @@ impl DeviceExecutor {
         }
     }
 
+    /// A live value's shape, wherever it is.
+    fn shape_of(&self, slots: &HashMap<ValueId, Slot>, v: ValueId) -> Option<Vec<usize>> {
+        match (slots.get(&v), self.consts.get(&v)) {
+            (Some(s), _) => Some(slot_shape(s).to_vec()),
+            (None, Some(d)) => Some(d.shape.clone()),
+            (None, None) => self.plan.constants.get(&v).map(|t| t.shape.clone()),
+        }
+    }
+
     fn on_device(&self, slots: &HashMap<ValueId, Slot>, v: ValueId) -> bool {
         !self.plan.constants.contains_key(&v)
             && matches!(slots.get(&v), Some(Slot::Dev(_) | Slot::Both(..)))
@@ -276,7 +296,19 @@ impl DeviceExecutor {
                 h(i, &t);
             }
             let started = self.profile.is_some().then(Instant::now);
+            let shapes: Vec<Option<Vec<usize>>> = match step.op {
+                Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul => step
+                    .inputs
+                    .iter()
+                    .map(|v| v.and_then(|v| self.shape_of(&slots, v)))
+                    .collect(),
+                _ => Vec::new(),
+            };
             let outs = self.step(i, step, &mut slots, &mut rng)?;
+            if let Some(o) = outs.first().filter(|_| !shapes.is_empty()) {
+                let ins: Vec<Option<&[usize]>> = shapes.iter().map(Option::as_deref).collect();
+                self.work.macs += step_macs(&step.op, &ins, slot_shape(o));
+            }
             if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
                 self.gpu.sync()?;
                 let key = match &step.op {
