@@ -58,6 +58,11 @@ pub enum EngineAction {
         /// Validate only the first N held-out sentences.
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
+        /// Also write every sentence's audio as 16-bit mono WAV to DIR/<precision>/<index>.wav
+        /// (index: the held-out sentence's position), e.g. for PESQ against the fp32 engine.
+        /// DIR/<precision>/ must be new or empty.
+        #[arg(long, value_name = "DIR")]
+        save_audio: Option<PathBuf>,
     },
     /// Audio-seconds per second at each batch size (sentences grouped by the length buckets).
     Bench {
@@ -136,13 +141,22 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
             out,
             trace,
             limit,
-        } => check::validate(
-            &check_of(common, &voice_files(global, &common.voice)?),
-            (*precision).into(),
-            out.as_deref(),
-            *trace,
-            *limit,
-        )?,
+            save_audio,
+        } => {
+            if let Some(dir) = save_audio {
+                check::audio_dir(dir, (*precision).into())?;
+            }
+            check::validate(
+                &check_of(common, &voice_files(global, &common.voice)?),
+                (*precision).into(),
+                check::ValidateOptions {
+                    out: out.as_deref(),
+                    save_audio: save_audio.as_deref(),
+                    trace: *trace,
+                    limit: *limit,
+                },
+            )?
+        }
         EngineAction::Bench {
             common,
             precision,

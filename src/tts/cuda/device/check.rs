@@ -108,13 +108,62 @@ fn rel_diff(a: &Tensor, b: &Tensor) -> (f64, bool) {
 }
 
 /// `talker engine validate`; see the module header.
-pub fn validate(
-    check: &Check<'_>,
-    p: Precision,
-    out: Option<&Path>,
-    trace: bool,
-    limit: Option<usize>,
-) -> Result<Value> {
+/// What `validate` writes and how far it goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ValidateOptions<'a> {
+    /// The binary audio + durations file for `scripts/gpu-reference.py compare`.
+    pub out: Option<&'a Path>,
+    /// Every sentence as 16-bit mono WAV in `<dir>/<precision>/<index>.wav` (for PESQ).
+    pub save_audio: Option<&'a Path>,
+    pub trace: bool,
+    pub limit: Option<usize>,
+}
+
+/// The folder `--save-audio DIR` writes one precision's WAVs into; refused (bad input, before any
+/// work) when it already holds files, so no earlier run's audio is overwritten.
+pub fn audio_dir(dir: &Path, p: Precision) -> Result<std::path::PathBuf> {
+    let sub = dir.join(crate::tts::cuda::engine::precision_name(p));
+    let occupied = std::fs::read_dir(&sub).is_ok_and(|mut e| e.next().is_some());
+    if occupied {
+        return Err(SpeechError::BadInput(format!(
+            "{}: already holds files; give --save-audio an empty or new folder",
+            sub.display()
+        )));
+    }
+    Ok(sub)
+}
+
+/// Writes `pcm` as a 16-bit mono WAV (temp file + rename: a killed run leaves no partial file).
+pub fn write_wav(path: &Path, rate: u32, pcm: &[f32]) -> Result<()> {
+    let samples = crate::tts::to_pcm16(pcm);
+    let data = (samples.len() * 2) as u32;
+    let mut bytes = Vec::with_capacity(44 + samples.len() * 2);
+    bytes.extend(b"RIFF");
+    bytes.extend((36 + data).to_le_bytes());
+    bytes.extend(b"WAVEfmt ");
+    bytes.extend(16u32.to_le_bytes());
+    bytes.extend(1u16.to_le_bytes()); // PCM
+    bytes.extend(1u16.to_le_bytes()); // mono
+    bytes.extend(rate.to_le_bytes());
+    bytes.extend((rate * 2).to_le_bytes());
+    bytes.extend(2u16.to_le_bytes());
+    bytes.extend(16u16.to_le_bytes());
+    bytes.extend(b"data");
+    bytes.extend(data.to_le_bytes());
+    samples.iter().for_each(|s| bytes.extend(s.to_le_bytes()));
+    let tmp = path.with_extension("wav.tmp");
+    std::fs::write(&tmp, &bytes).map_err(SpeechError::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(SpeechError::io(path))
+}
+
+pub fn validate(check: &Check<'_>, p: Precision, opts: ValidateOptions<'_>) -> Result<Value> {
+    let ValidateOptions {
+        out,
+        save_audio,
+        trace,
+        limit,
+    } = opts;
+    let wav_dir = save_audio.map(|d| audio_dir(d, p)).transpose()?;
     let t = Instant::now();
     let (mut voice, ids, config) = open(check, p)?;
     let load_s = t.elapsed().as_secs_f64();
@@ -210,6 +259,12 @@ pub fn validate(
         }
         f.flush().map_err(SpeechError::io(path))?;
     }
+    if let Some(dir) = &wav_dir {
+        std::fs::create_dir_all(dir).map_err(SpeechError::io(dir))?;
+        for (i, r) in results.iter().enumerate() {
+            write_wav(&dir.join(format!("{i}.wav")), config.sample_rate, &r.pcm)?;
+        }
+    }
     // Host executor of the same plan on a few sentences: what the device should reproduce.
     let mut host_snr = Vec::new();
     for (i, s) in held.iter().enumerate().take(3) {
@@ -225,7 +280,7 @@ pub fn validate(
         "precision": format!("{p:?}"), "header": voice.header, "sentences": held.len(), "batches": batches.len(),
         "audio_seconds": audio_s, "run_seconds": run_s, "load_seconds": load_s, "warm_seconds": warm_s,
         "non_finite_samples": non_finite, "syncs_last_batch": voice.exec.syncs,
-        "device_vs_host_same_plan": host_snr, "trace": trace_report,
+        "device_vs_host_same_plan": host_snr, "trace": trace_report, "audio_dir": wav_dir,
     }))
 }
 
@@ -337,6 +392,36 @@ mod tests {
             matches!(read_ids(&path), Err(SpeechError::BadInput(m)) if m.contains("not an ids file"))
         );
         assert!(read_ids(&dir.path().join("missing.json")).is_err());
+    }
+
+    #[test]
+    fn wav_files_are_16_bit_mono_and_audio_folders_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = audio_dir(dir.path(), Precision::I8).unwrap();
+        assert_eq!(sub, dir.path().join("int8"));
+        std::fs::create_dir_all(&sub).unwrap();
+        assert!(
+            audio_dir(dir.path(), Precision::I8).is_ok(),
+            "empty is fine"
+        );
+        let wav = sub.join("0.wav");
+        write_wav(&wav, 22050, &[0.0, 0.5, -1.5]).unwrap();
+        let b = std::fs::read(&wav).unwrap();
+        assert_eq!(
+            (&b[..4], &b[8..16], b.len()),
+            (&b"RIFF"[..], &b"WAVEfmt "[..], 50)
+        );
+        assert_eq!(u32::from_le_bytes(b[24..28].try_into().unwrap()), 22050);
+        assert_eq!(u16::from_le_bytes(b[22..24].try_into().unwrap()), 1);
+        let s: Vec<i16> = b[44..]
+            .chunks(2)
+            .map(|c| i16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(s, [0, 16384, -32767]);
+        assert!(!sub.join("0.wav.tmp").exists());
+        assert!(
+            matches!(audio_dir(dir.path(), Precision::I8), Err(SpeechError::BadInput(m)) if m.contains("already holds files"))
+        );
     }
 
     #[test]
