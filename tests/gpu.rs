@@ -101,6 +101,27 @@ fn engine_commands_without_a_gpu_fail_cleanly() {
         std::fs::read(audio.join("fp16").join("0.wav")).unwrap(),
         b"mine"
     );
+    // A CUDA-graphs switch that is neither on nor off: bad input, before any GPU work.
+    let o = talker(dir.path())
+        .env("TALKER_CUDA_GRAPHS", "maybe")
+        .args(["engine", "bench", "--passes", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("TALKER_CUDA_GRAPHS"), "{stderr}");
+    let o = talker(dir.path())
+        .args([
+            "engine",
+            "validate",
+            "--precision",
+            "fp16",
+            "--graphs",
+            "both",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
 }
 
 /// `--backend cuda` on a machine without a usable GPU (CI): exit 1 with a message that says what

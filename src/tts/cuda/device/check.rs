@@ -15,6 +15,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::build::GpuVoice;
+pub use super::exec::graphs_from_env;
 use crate::tts::batch::{self, BatchLimits, DEFAULT_EDGES};
 use crate::tts::cuda::io::Feed;
 use crate::tts::cuda::program::cost::Work;
@@ -117,6 +118,8 @@ pub struct ValidateOptions<'a> {
     pub save_audio: Option<&'a Path>,
     pub trace: bool,
     pub limit: Option<usize>,
+    /// Run the sentences with CUDA graphs (the trace always runs eagerly).
+    pub graphs: bool,
 }
 
 /// The folder `--save-audio DIR` writes one precision's WAVs into; refused (bad input, before any
@@ -162,10 +165,12 @@ pub fn validate(check: &Check<'_>, p: Precision, opts: ValidateOptions<'_>) -> R
         save_audio,
         trace,
         limit,
+        graphs,
     } = opts;
     let wav_dir = save_audio.map(|d| audio_dir(d, p)).transpose()?;
     let t = Instant::now();
     let (mut voice, ids, config) = open(check, p)?;
+    voice.exec.set_graphs(graphs);
     let load_s = t.elapsed().as_secs_f64();
     let warm_s = voice.warm()?;
     let held: Vec<&Sentence> = ids.sentences[ids.calibration..]
@@ -281,23 +286,94 @@ pub fn validate(check: &Check<'_>, p: Precision, opts: ValidateOptions<'_>) -> R
         "audio_seconds": audio_s, "run_seconds": run_s, "load_seconds": load_s, "warm_seconds": warm_s,
         "non_finite_samples": non_finite, "syncs_last_batch": voice.exec.syncs,
         "device_vs_host_same_plan": host_snr, "trace": trace_report, "audio_dir": wav_dir,
+        "graphs": graphs, "graph_stats": voice.exec.graph_stats(),
     }))
 }
 
+/// Which executors `bench` times: eager (one launch per step), with CUDA graphs, or both in
+/// the same process (the honest comparison: same GPU state, same sentences).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphsMode {
+    Off,
+    On,
+    Both,
+}
+
+impl GraphsMode {
+    fn runs(self) -> &'static [bool] {
+        match self {
+            GraphsMode::Off => &[false],
+            GraphsMode::On => &[true],
+            GraphsMode::Both => &[false, true],
+        }
+    }
+}
+
+/// One timed configuration of a bench row.
+struct Timed {
+    times: Vec<f64>,
+    median: f64,
+    samples: usize,
+    work: Work,
+}
+
+/// `passes` timed passes over `plan`'s batches after one untimed pass that warms (and, with
+/// graphs on, captures) this batch size's shapes.
+fn time_passes(
+    voice: &mut GpuVoice,
+    held: &[&Sentence],
+    plan: &[Vec<usize>],
+    scales: Scales,
+    passes: usize,
+) -> Result<Timed> {
+    let mut times = Vec::new();
+    let mut samples = 0usize;
+    let mut work = Work::default();
+    for pass in 0..=passes {
+        voice.exec.work = Work::default();
+        let t = Instant::now();
+        samples = 0;
+        for b in plan {
+            let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+            samples += voice
+                .synthesize(&refs, scales, 0)?
+                .iter()
+                .map(|r| r.pcm.len())
+                .sum::<usize>();
+        }
+        if pass > 0 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+        work = voice.exec.work;
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(Timed {
+        median: sorted[sorted.len() / 2],
+        times,
+        samples,
+        work,
+    })
+}
+
 /// `talker engine bench`: audio-seconds per second at each batch size (sentences grouped by the
-/// length buckets, at most N per call).
+/// length buckets, at most N per call), eagerly and/or with CUDA graphs, with the matrix work
+/// per audio second and the share of the H200's dense FP16 bound.
 pub fn bench(
     check: &Check<'_>,
     p: Precision,
     batches: &[usize],
     passes: usize,
     profile: bool,
+    graphs: GraphsMode,
 ) -> Result<Value> {
     let (mut voice, ids, config) = open(check, p)?;
+    voice.exec.set_graphs(graphs != GraphsMode::Off);
     let warm_s = voice.warm()?;
     let held: Vec<&Sentence> = ids.sentences[ids.calibration..].iter().collect();
     let lengths: Vec<usize> = held.iter().map(|s| s.ids.len()).collect();
     let scales = quiet(&config);
+    let rate = f64::from(config.sample_rate);
     let mut rows = Vec::new();
     for &n in batches {
         let plan = batch::plan(
@@ -308,33 +384,31 @@ pub fn bench(
                 max_items: n.max(1),
             },
         );
-        let mut times = Vec::new();
-        let mut audio = 0usize;
-        let mut work = Work::default();
-        for pass in 0..=passes {
-            voice.exec.work = Work::default();
-            let t = Instant::now();
-            let mut samples = 0usize;
-            for b in &plan {
-                let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
-                samples += voice
-                    .synthesize(&refs, scales, 0)?
-                    .iter()
-                    .map(|r| r.pcm.len())
-                    .sum::<usize>();
-            }
-            // Pass 0 warms this batch size's shapes and is not timed.
-            if pass > 0 {
-                times.push(t.elapsed().as_secs_f64());
-            }
-            audio = samples;
-            work = voice.exec.work;
+        let mut runs = Vec::new();
+        let mut medians = Vec::new();
+        for &on in graphs.runs() {
+            voice.exec.set_graphs(on);
+            let before = voice.exec.graph_stats();
+            let t = time_passes(&mut voice, &held, &plan, scales, passes.max(1))?;
+            let after = voice.exec.graph_stats();
+            let audio_s = t.samples as f64 / rate;
+            medians.push(t.median);
+            runs.push(json!({
+                "graphs": on, "audio_seconds": audio_s, "median_seconds": t.median,
+                "audio_seconds_per_second": audio_s / t.median, "times": t.times,
+                "work": t.work.report(audio_s, t.median),
+                "graph_stats": on.then(|| json!({
+                    "captured": after.captured - before.captured,
+                    "replayed": after.replayed - before.replayed,
+                    "aborted": after.aborted - before.aborted,
+                    "variable": after.variable - before.variable,
+                    "graph_steps": after.graph_steps - before.graph_steps,
+                    "eager_steps": after.eager_steps - before.eager_steps,
+                })),
+            }));
         }
-        times.sort_by(f64::total_cmp);
-        let median = times[times.len() / 2];
-        let audio_s = audio as f64 / f64::from(config.sample_rate);
         let profile = if profile {
-            // One more pass with a sync after every step: seconds per op kind, largest first.
+            // One more pass, eager, with a sync after every step: seconds per op kind.
             voice.exec.profile = Some(HashMap::new());
             for b in &plan {
                 let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
@@ -355,16 +429,21 @@ pub fn bench(
         } else {
             Vec::new()
         };
+        let first = runs[0].clone();
         rows.push(json!({
             "batch": n, "calls": plan.len(), "mean_items": held.len() as f64 / plan.len() as f64,
-            "audio_seconds": audio_s, "median_seconds": median,
-            "audio_seconds_per_second": audio_s / median, "times": times, "profile": profile,
-            "work": work.report(audio_s, median),
+            "audio_seconds": first["audio_seconds"], "median_seconds": first["median_seconds"],
+            "audio_seconds_per_second": first["audio_seconds_per_second"], "times": first["times"],
+            "work": first["work"], "runs": runs,
+            "graphs_speedup": (medians.len() == 2).then(|| medians[0] / medians[1]),
+            "profile": profile,
         }));
     }
-    Ok(
-        json!({"precision": format!("{p:?}"), "warm_seconds": warm_s, "gpu": voice.header.gpu, "rows": rows}),
-    )
+    Ok(json!({
+        "precision": format!("{p:?}"), "warm_seconds": warm_s, "gpu": voice.header.gpu,
+        "graphs": format!("{graphs:?}").to_lowercase(), "graph_stats": voice.exec.graph_stats(),
+        "rows": rows,
+    }))
 }
 
 #[cfg(test)]

@@ -33,6 +33,10 @@ use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
 
 use super::kernels::{module_source, type_suffix};
 
+mod graph;
+
+pub use graph::{GraphStats, from_env as graphs_from_env, padded_width};
+
 /// Where a value is: host, device, or both (after a copy, which is kept).
 #[derive(Clone)]
 enum Slot {
@@ -60,6 +64,11 @@ pub struct DeviceExecutor {
     pub profile: Option<HashMap<String, (usize, f64)>>,
     /// Matrix work of every run so far, counted at the shapes each step saw.
     pub work: Work,
+    graphs: graph::Graphs,
+    /// Set while a graph is captured: what the segment reads from before its start.
+    capture_log: Option<graph::CaptureLog>,
+    /// Whether the current step copied between host and device.
+    moved: bool,
 }
 
 fn step_err(i: usize, s: &Step, msg: impl Into<String>) -> GpuError {
@@ -193,6 +202,7 @@ impl DeviceExecutor {
         }
         gpu.sync()?;
         let last_use = plan.last_uses();
+        let graphs = graph::Graphs::new(&plan);
         Ok(DeviceExecutor {
             gpu,
             plan,
@@ -206,6 +216,9 @@ impl DeviceExecutor {
             syncs: 0,
             profile: None,
             work: Work::default(),
+            graphs,
+            capture_log: None,
+            moved: false,
         })
     }
 
@@ -228,11 +241,20 @@ impl DeviceExecutor {
             .get(&v)
             .ok_or_else(|| GpuError::Other(format!("value {v} not computed")))?;
         match slot {
-            Slot::Host(t) | Slot::Both(t, _) => Ok(t.clone()),
+            Slot::Host(t) | Slot::Both(t, _) => {
+                if let Some(log) = self.capture_log.as_mut() {
+                    log.read_host(v, t);
+                }
+                Ok(t.clone())
+            }
             Slot::Dev(d) => {
+                if self.capture_log.is_some() {
+                    return Err(GpuError::CaptureBreak);
+                }
                 let d = d.clone();
                 let t = memory::download(self.stream(), &d)?;
                 self.syncs += 1;
+                self.moved = true;
                 slots.insert(v, Slot::Both(t.clone(), d));
                 Ok(t)
             }
@@ -252,10 +274,19 @@ impl DeviceExecutor {
             .get(&v)
             .ok_or_else(|| GpuError::Other(format!("value {v} not computed")))?;
         match slot {
-            Slot::Dev(d) | Slot::Both(_, d) => Ok(d.clone()),
+            Slot::Dev(d) | Slot::Both(_, d) => {
+                if let Some(log) = self.capture_log.as_mut() {
+                    log.read_dev(v);
+                }
+                Ok(d.clone())
+            }
             Slot::Host(t) => {
+                if self.capture_log.is_some() {
+                    return Err(GpuError::CaptureBreak);
+                }
                 let t = t.clone();
                 let d = memory::upload(self.stream(), &t)?;
+                self.moved = true;
                 slots.insert(v, Slot::Both(t, d.clone()));
                 Ok(d)
             }
@@ -276,7 +307,32 @@ impl DeviceExecutor {
             && matches!(slots.get(&v), Some(Slot::Dev(_) | Slot::Both(..)))
     }
 
+    /// Turns CUDA graphs on or off for later runs (captured graphs are kept).
+    pub fn set_graphs(&mut self, on: bool) {
+        self.graphs.on = on;
+    }
+
+    pub fn graphs_on(&self) -> bool {
+        self.graphs.on
+    }
+
+    pub fn graph_stats(&self) -> GraphStats {
+        self.graphs.stats
+    }
+
     pub fn run(&mut self, feed: &Feed, mut hooks: Hooks<'_>) -> Result<Outputs, GpuError> {
+        let steps = std::mem::take(&mut self.plan.steps);
+        let out = self.run_steps(&steps, feed, &mut hooks);
+        self.plan.steps = steps;
+        out
+    }
+
+    fn run_steps(
+        &mut self,
+        steps: &[Step],
+        feed: &Feed,
+        hooks: &mut Hooks<'_>,
+    ) -> Result<Outputs, GpuError> {
         self.syncs = 0;
         let mut slots: HashMap<ValueId, Slot> = HashMap::new();
         let inputs = self.plan.inputs;
@@ -286,57 +342,28 @@ impl DeviceExecutor {
         if let Some(s) = inputs.speaker {
             slots.insert(s, Slot::Host(feed.speaker.clone()));
         }
-        let steps = self.plan.steps.clone();
         let mut rng = fastrand::Rng::with_seed(self.seed);
-        for (i, step) in steps.iter().enumerate() {
-            if let (Some(h), Op::Conv(_) | Op::ConvTranspose(_), Some(Some(x))) =
-                (hooks.conv_input.as_mut(), &step.op, step.inputs.first())
+        // Graphs replace the static stretches before the first device→host copy; tracing and
+        // profiling need every step, so they run eagerly.
+        let graphs = self.graphs.on
+            && self.profile.is_none()
+            && hooks.conv_input.is_none()
+            && hooks.step_output.is_none();
+        let mut i = 0;
+        while i < steps.len() {
+            if graphs
+                && self.syncs == 0
+                && let Some(end) = self.graphs.segment(i)
+                && self.run_segment(steps, (i, end), &mut slots, &mut rng)?
             {
-                let t = self.host(&mut slots, *x)?;
-                h(i, &t);
+                i = end;
+                continue;
             }
-            let started = self.profile.is_some().then(Instant::now);
-            let shapes: Vec<Option<Vec<usize>>> = match step.op {
-                Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul => step
-                    .inputs
-                    .iter()
-                    .map(|v| v.and_then(|v| self.shape_of(&slots, v)))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let outs = self.step(i, step, &mut slots, &mut rng)?;
-            if let Some(o) = outs.first().filter(|_| !shapes.is_empty()) {
-                let ins: Vec<Option<&[usize]>> = shapes.iter().map(Option::as_deref).collect();
-                self.work.macs += step_macs(&step.op, &ins, slot_shape(o));
+            self.step_eager(i, &steps[i], &mut slots, &mut rng, Some(hooks))?;
+            if graphs {
+                self.graphs.stats.eager_steps += 1;
             }
-            if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
-                self.gpu.sync()?;
-                let key = match &step.op {
-                    Op::Conv(c) | Op::ConvTranspose(c) => {
-                        format!("{} {:?}", step.op.name(), c.precision)
-                    }
-                    op => op.name().to_owned(),
-                };
-                if let Some(p) = self.profile.as_mut() {
-                    let e = p.entry(key).or_default();
-                    e.0 += 1;
-                    e.1 += t.elapsed().as_secs_f64();
-                }
-            }
-            for v in step.inputs.iter().flatten() {
-                if self.last_use[*v] == i {
-                    slots.remove(v);
-                }
-            }
-            for (id, s) in step.outputs.iter().zip(outs) {
-                slots.insert(*id, s);
-            }
-            if let Some(h) = hooks.step_output.as_mut() {
-                for o in &step.outputs {
-                    let t = self.host(&mut slots, *o)?;
-                    h(i, &t);
-                }
-            }
+            i += 1;
         }
         let o = self.plan.outputs;
         let audio = self.host(&mut slots, o.audio)?;
@@ -348,6 +375,74 @@ impl DeviceExecutor {
             durations,
             frames,
         })
+    }
+
+    /// Runs one step now (or into the graph being captured), frees what it used last and
+    /// learns whether it moves data between host and device.
+    fn step_eager(
+        &mut self,
+        i: usize,
+        step: &Step,
+        slots: &mut HashMap<ValueId, Slot>,
+        rng: &mut fastrand::Rng,
+        hooks: Option<&mut Hooks<'_>>,
+    ) -> Result<(), GpuError> {
+        self.moved = false;
+        let mut hooks = hooks;
+        if let (Some(h), Op::Conv(_) | Op::ConvTranspose(_), Some(Some(x))) = (
+            hooks.as_mut().and_then(|h| h.conv_input.as_mut()),
+            &step.op,
+            step.inputs.first(),
+        ) {
+            let t = self.host(slots, *x)?;
+            h(i, &t);
+        }
+        let started = self.profile.is_some().then(Instant::now);
+        let shapes: Vec<Option<Vec<usize>>> = match step.op {
+            Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul => step
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| self.shape_of(slots, v)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let outs = self.step(i, step, slots, rng)?;
+        if let Some(o) = outs.first().filter(|_| !shapes.is_empty()) {
+            let ins: Vec<Option<&[usize]>> = shapes.iter().map(Option::as_deref).collect();
+            self.work.macs += step_macs(&step.op, &ins, slot_shape(o));
+        }
+        if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
+            self.gpu.sync()?;
+            let key = match &step.op {
+                Op::Conv(c) | Op::ConvTranspose(c) => {
+                    format!("{} {:?}", step.op.name(), c.precision)
+                }
+                op => op.name().to_owned(),
+            };
+            if let Some(p) = self.profile.as_mut() {
+                let e = p.entry(key).or_default();
+                e.0 += 1;
+                e.1 += t.elapsed().as_secs_f64();
+            }
+        }
+        for v in step.inputs.iter().flatten() {
+            if self.last_use[*v] == i {
+                slots.remove(v);
+            }
+        }
+        for (id, s) in step.outputs.iter().zip(outs) {
+            slots.insert(*id, s);
+        }
+        if let Some(h) = hooks.and_then(|h| h.step_output.as_mut()) {
+            for o in &step.outputs {
+                let t = self.host(slots, *o)?;
+                h(i, &t);
+            }
+        }
+        if self.moved {
+            self.graphs.mark_boundary(i);
+        }
+        Ok(())
     }
 
     fn step(
