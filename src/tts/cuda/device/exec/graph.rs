@@ -309,9 +309,18 @@ impl DeviceExecutor {
             host_reads: Vec::new(),
             dev_reads: Vec::new(),
         });
-        self.gpu
+        if let Err(e) = self
+            .gpu
             .stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        {
+            tracing::warn!("CUDA graph capture does not start ({e}); running eagerly");
+            self.capture_log = None;
+            *slots = snapshot;
+            self.graphs.variable.insert(key);
+            self.graphs.stats.aborted += 1;
+            return Ok(false);
+        }
         let guard = Capturing::start();
         let mut ran = Ok(());
         for (i, step) in steps.iter().enumerate().take(end).skip(start) {
@@ -329,23 +338,30 @@ impl DeviceExecutor {
         let graph = match (ran, graph) {
             (Ok(()), Ok(Some(g))) => g,
             (ran, graph) => {
-                // Back to the segment's start; what the failed capture allocated is never
-                // touched again (its buffers are the discarded graph's).
+                // Back to the segment's start and run it eagerly (a real error shows there);
+                // what the failed capture allocated is never touched again (its buffers are the
+                // discarded graph's).
                 *slots = snapshot;
                 self.work = work_before;
                 self.graphs.stats.aborted += 1;
                 drop(released);
-                return match ran {
-                    Err((i, GpuError::CaptureBreak)) => {
-                        self.graphs.mark_boundary(i);
-                        Ok(false)
+                match ran {
+                    // A step that moves data: a boundary from now on.
+                    Err((i, GpuError::CaptureBreak)) => self.graphs.mark_boundary(i),
+                    Err((i, e)) => {
+                        tracing::warn!(
+                            "CUDA graph capture failed at step {i} ({e}); running eagerly"
+                        );
+                        self.graphs.variable.insert(key);
                     }
-                    Err((_, e)) => Err(e),
-                    Ok(()) => match graph {
-                        Err(e) => Err(e.into()),
-                        _ => Ok(false),
-                    },
-                };
+                    Ok(()) => {
+                        if let Err(e) = graph {
+                            tracing::warn!("CUDA graph not instantiated ({e}); running eagerly");
+                        }
+                        self.graphs.variable.insert(key);
+                    }
+                }
+                return Ok(false);
             }
         };
         let mut escaping = Vec::new();
