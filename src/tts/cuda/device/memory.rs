@@ -29,6 +29,8 @@ pub enum Owner {
     Graph,
     /// Someone else's memory (a graph output seen after a replay): never freed here.
     Borrowed,
+    /// Outside any stream (`cuMemAlloc`): a constant a graph reads, uploaded while capturing.
+    Sync,
 }
 
 pub struct DevBuf {
@@ -94,12 +96,12 @@ impl Drop for DevBuf {
             return;
         }
         match (self.owner.get(), capturing()) {
-            (Owner::Pool, true) => {
+            (owner @ (Owner::Pool | Owner::Sync), true) => {
                 // Freeing pre-capture memory inside a graph is illegal; keep it alive instead.
                 let moved = DevBuf {
                     ptr: std::mem::take(&mut self.ptr),
                     stream: self.stream,
-                    owner: Cell::new(Owner::Pool),
+                    owner: Cell::new(owner),
                 };
                 DEFERRED.with(|d| d.borrow_mut().push(Rc::new(moved)));
             }
@@ -107,6 +109,10 @@ impl Drop for DevBuf {
             // a capture, as the graph's free node of its own allocation).
             (Owner::Pool, false) | (Owner::Graph, true) => {
                 let _ = unsafe { result::free_async(self.ptr, self.stream) };
+            }
+            // SAFETY: allocated by `upload_sync`, freed once.
+            (Owner::Sync, false) => {
+                let _ = unsafe { result::free_sync(self.ptr) };
             }
             (Owner::Graph, false) | (Owner::Borrowed, _) => {}
         }
@@ -216,6 +222,30 @@ pub(crate) fn copy_into(
         unsafe { result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, stream) }?;
     }
     Ok(())
+}
+
+/// Uploads `t` outside any stream (`cuMemAlloc` + a synchronous copy): legal while a graph is
+/// captured in relaxed mode, and not part of the graph, so the graph reads the same bytes at
+/// every replay. For values that are the same at every replay of the graph.
+pub(crate) fn upload_sync(stream: CUstream, t: &Tensor) -> Result<DevTensor, GpuError> {
+    let bytes = host_bytes(t);
+    // SAFETY: a fresh allocation of at least `bytes.len()` bytes, filled synchronously.
+    let ptr = unsafe {
+        let ptr = result::malloc_sync(bytes.len().max(1))?;
+        if !bytes.is_empty() {
+            result::memcpy_htod_sync(ptr, &bytes)?;
+        }
+        ptr
+    };
+    Ok(DevTensor {
+        buf: Rc::new(DevBuf {
+            ptr,
+            stream,
+            owner: Cell::new(Owner::Sync),
+        }),
+        shape: t.shape.clone(),
+        dtype: t.dtype(),
+    })
 }
 
 /// Copies a device tensor to the host (waits for the stream).

@@ -1,9 +1,14 @@
 //! CUDA graphs over the static stretches of a run, so small batches stop paying one kernel
 //! launch per step (`TALKER_CUDA_GRAPHS=1`, `talker engine bench|validate --graphs`).
 //!
-//! A run is an interpreter over the program: some steps move data between host and device (the
-//! feed's upload, the duration predictor's `NonZero`s, the frame count that sizes the decoder) or
-//! draw noise, and those always run eagerly ("boundaries", learned from the runs themselves). A
+//! A run is an interpreter over the program: some steps move data between host and device in a
+//! way a graph cannot hold — a download (the duration predictor's `NonZero`s, the frame count that
+//! sizes the decoder) or the upload of a value that depends on the batch's data (the feed, or
+//! what is computed from it or from a download) — or draw noise, and those always run eagerly
+//! ("boundaries", learned from the runs themselves). Uploads of shape arithmetic (host values
+//! computed from shapes and constants only) stay inside a graph: while capturing they are copied
+//! outside any stream into memory the graph record keeps, since they are the same at every
+//! replay (a capture runs in relaxed mode for that). A
 //! *segment* is a stretch of at least [`MIN_STEPS`] steps between boundaries that starts before
 //! the run's first device→host copy: its shapes follow from the batch's (bucket-padded) input
 //! shape alone, so it recurs for every batch of the same bucket and size. The first time a segment
@@ -87,8 +92,10 @@ struct Captured {
     dev_inputs: Vec<(ValueId, DevTensor)>,
     /// Values from before the segment that die in it.
     dead: Vec<ValueId>,
-    /// Values the segment leaves live, as a replay installs them.
+    /// Values the segment leaves live, as a replay installs them, and which of them depend on
+    /// the batch's data.
     outputs: Vec<(ValueId, Slot)>,
+    tainted: Vec<ValueId>,
     /// Graph allocations handed out (freed when the record goes) and buffers the graph may read.
     escaping: Vec<(CUdeviceptr, cudarc::driver::sys::CUstream)>,
     _keep: Vec<Rc<DevBuf>>,
@@ -278,6 +285,7 @@ impl DeviceExecutor {
         for (v, s) in &rec.outputs {
             slots.insert(*v, s.clone());
         }
+        self.tainted.extend(rec.tainted.iter().copied());
         self.work.macs += rec.work.macs;
         self.graphs.stats.replayed += 1;
         self.graphs.stats.graph_steps += rec.end - rec.start;
@@ -294,6 +302,7 @@ impl DeviceExecutor {
     ) -> Result<bool, GpuError> {
         let st = self.stream();
         let snapshot = slots.clone();
+        let taint_before = self.tainted.clone();
         // Stable copies of every live device value: the addresses the graph will read.
         let mut stable: HashMap<ValueId, DevTensor> = HashMap::new();
         for (v, s) in slots.iter_mut() {
@@ -312,7 +321,7 @@ impl DeviceExecutor {
         if let Err(e) = self
             .gpu
             .stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
         {
             tracing::warn!("CUDA graph capture does not start ({e}); running eagerly");
             self.capture_log = None;
@@ -342,6 +351,7 @@ impl DeviceExecutor {
                 // what the failed capture allocated is never touched again (its buffers are the
                 // discarded graph's).
                 *slots = snapshot;
+                self.tainted = taint_before;
                 self.work = work_before;
                 self.graphs.stats.aborted += 1;
                 drop(released);
@@ -380,6 +390,11 @@ impl DeviceExecutor {
         }
         escaping.sort_unstable();
         escaping.dedup();
+        let tainted = outputs
+            .iter()
+            .map(|(v, _)| *v)
+            .filter(|v| self.tainted.contains(v))
+            .collect();
         let dead = log
             .start
             .iter()
@@ -405,6 +420,7 @@ impl DeviceExecutor {
             dev_inputs,
             dead,
             outputs,
+            tainted,
             escaping,
             _keep: released,
             work,

@@ -14,8 +14,8 @@
 //! RandomNormalLike), `reduce` (CumSum, Reduce, Softmax), `linalg` (MatMul, Conv, ConvTranspose,
 //! the cuBLAS GEMM), and `graph` (CUDA graphs over the static stretches of a run).
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -73,8 +73,13 @@ pub struct DeviceExecutor {
     graphs: graph::Graphs,
     /// Set while a graph is captured: what the segment reads from before its start.
     capture_log: Option<graph::CaptureLog>,
-    /// Whether the current step copied between host and device.
+    /// Whether the current step copied between host and device in a way a graph cannot hold
+    /// (a download, or an upload of a value that depends on the batch's data).
     moved: bool,
+    /// Values of this run that depend on the batch's data (the feed, downloads, and what is
+    /// computed from them; a `Shape` is not): uploading one breaks a graph, uploading any other
+    /// host value (shape arithmetic) does not.
+    tainted: HashSet<ValueId>,
     /// Last, so it is dropped last: every buffer and graph above is freed on its stream.
     pub gpu: Gpu,
 }
@@ -227,6 +232,7 @@ impl DeviceExecutor {
             graphs,
             capture_log: None,
             moved: false,
+            tainted: HashSet::new(),
         })
     }
 
@@ -263,6 +269,7 @@ impl DeviceExecutor {
                 let t = memory::download(self.stream(), &d)?;
                 self.syncs += 1;
                 self.moved = true;
+                self.tainted.insert(v);
                 slots.insert(v, Slot::Both(t.clone(), d));
                 Ok(t)
             }
@@ -289,12 +296,21 @@ impl DeviceExecutor {
                 Ok(d.clone())
             }
             Slot::Host(t) => {
-                if self.capture_log.is_some() {
-                    return Err(GpuError::CaptureBreak);
-                }
+                let data_dependent = self.tainted.contains(&v);
                 let t = t.clone();
-                let d = memory::upload(self.stream(), &t)?;
-                self.moved = true;
+                let d = match (self.capture_log.as_mut(), data_dependent) {
+                    (Some(_), true) => return Err(GpuError::CaptureBreak),
+                    // Shape arithmetic: the same at every replay of this graph (a value from
+                    // before the segment is checked at each replay, like any host read).
+                    (Some(log), false) => {
+                        log.read_host(v, &t);
+                        memory::upload_sync(self.stream(), &t)?
+                    }
+                    (None, _) => {
+                        self.moved |= data_dependent;
+                        memory::upload(self.stream(), &t)?
+                    }
+                };
                 slots.insert(v, Slot::Both(t, d.clone()));
                 Ok(d)
             }
@@ -344,6 +360,10 @@ impl DeviceExecutor {
         self.syncs = 0;
         let mut slots: HashMap<ValueId, Slot> = HashMap::new();
         let inputs = self.plan.inputs;
+        self.tainted.clear();
+        self.tainted
+            .extend([inputs.ids, inputs.lengths, inputs.scales]);
+        self.tainted.extend(inputs.speaker);
         slots.insert(inputs.ids, Slot::Host(feed.ids.clone()));
         slots.insert(inputs.lengths, Slot::Host(feed.lengths.clone()));
         slots.insert(inputs.scales, Slot::Host(feed.scales.clone()));
@@ -438,8 +458,17 @@ impl DeviceExecutor {
                 slots.remove(v);
             }
         }
+        let tainted = !matches!(step.op, Op::Shape)
+            && step
+                .inputs
+                .iter()
+                .flatten()
+                .any(|v| self.tainted.contains(v));
         for (id, s) in step.outputs.iter().zip(outs) {
             slots.insert(*id, s);
+            if tainted {
+                self.tainted.insert(*id);
+            }
         }
         if let Some(h) = hooks.and_then(|h| h.step_output.as_mut()) {
             for o in &step.outputs {
