@@ -108,7 +108,6 @@ fn rel_diff(a: &Tensor, b: &Tensor) -> (f64, bool) {
     ((num / den.max(1e-30)).sqrt(), true)
 }
 
-/// `talker engine validate`; see the module header.
 /// What `validate` writes and how far it goes.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ValidateOptions<'a> {
@@ -159,6 +158,7 @@ pub fn write_wav(path: &Path, rate: u32, pcm: &[f32]) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(SpeechError::io(path))
 }
 
+/// `talker engine validate`; see the module header.
 pub fn validate(check: &Check<'_>, p: Precision, opts: ValidateOptions<'_>) -> Result<Value> {
     let ValidateOptions {
         out,
