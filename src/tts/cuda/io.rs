@@ -104,6 +104,12 @@ mod tests {
         let f = Feed::new(&[a, b], q, 0);
         assert_eq!(f.ids.as_i64().unwrap(), [1, 2, 3, 4, 0, 0]);
         assert_eq!(f.lengths.as_i64().unwrap(), [3, 1]);
+        // Padded to a bucket edge: wider rows, the same lengths; a narrower width changes nothing.
+        let p = Feed::padded(&[a, b], 5, q, 0);
+        assert_eq!(p.ids.shape, [2, 5]);
+        assert_eq!(p.ids.as_i64().unwrap(), [1, 2, 3, 0, 0, 4, 0, 0, 0, 0]);
+        assert_eq!(p.lengths.as_i64().unwrap(), [3, 1]);
+        assert_eq!(Feed::padded(&[a, b], 2, q, 0).ids, f.ids);
         let out = Outputs {
             audio: Tensor::f32(vec![2, 1, 1, 8], (0..16).map(|i| i as f32).collect()),
             durations: Tensor::f32(vec![2, 1, 3], vec![1.0, 0.0, 1.0, 1.0, 5.0, 5.0]),
