@@ -9,10 +9,12 @@
 //! computed from shapes and constants only) stay inside a graph: while capturing they are copied
 //! outside any stream into memory the graph record keeps, since they are the same at every
 //! replay (a capture runs in relaxed mode for that). A
-//! *segment* is a stretch of at least [`MIN_STEPS`] steps between boundaries that starts before
-//! the run's first device→host copy: its shapes follow from the batch's (bucket-padded) input
-//! shape alone, so it recurs for every batch of the same bucket and size. The first time a segment
-//! is met with a given key it is captured into a graph (and launched); later it is replayed.
+//! *segment* is a stretch of at least [`MIN_STEPS`] steps between boundaries that starts with no
+//! live value whose shape depends on the data (a `NonZero`'s, or the frames that follow the
+//! predicted durations; see [`shape_taint`]): its shapes follow from the batch's (bucket-padded)
+//! input shape alone, so it recurs for every batch of the same bucket and size. The first time a
+//! segment is met with a given key it is captured into a graph (and launched); later it is
+//! replayed.
 //!
 //! Correctness rests on the key and on stable addresses:
 //! - the key is the segment's start and every live value's place (host/device/both), shape and
@@ -96,6 +98,7 @@ struct Captured {
     /// the batch's data.
     outputs: Vec<(ValueId, Slot)>,
     tainted: Vec<ValueId>,
+    shape_tainted: Vec<ValueId>,
     /// Graph allocations handed out (freed when the record goes) and buffers the graph may read.
     escaping: Vec<(CUdeviceptr, cudarc::driver::sys::CUstream)>,
     _keep: Vec<Rc<DevBuf>>,
@@ -175,6 +178,48 @@ impl Graphs {
     /// The segment starting at `i`, as `i..end`, if `i` starts one long enough.
     pub(super) fn segment(&self, i: usize) -> Option<usize> {
         segment_at(&self.boundary, i)
+    }
+}
+
+/// Whether a step's outputs have data-dependent shapes, given which inputs do (`shape`) and which
+/// inputs hold data-dependent values (`data`): a `NonZero` always; an op that reads shape
+/// parameters from inputs when one of those is data-dependent; otherwise when an input's shape is.
+/// Conservative for ops not listed.
+pub(super) fn shape_taint(op: &Op, shape: &[bool], data: &[bool]) -> bool {
+    let any_shape = shape.contains(&true);
+    let params_from = |k: usize| data.iter().skip(k).any(|&d| d);
+    match op {
+        Op::NonZero => true,
+        Op::Shape => false,
+        // Output shaped like the data input, whatever the indices.
+        Op::ScatterND => shape.first() == Some(&true),
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::Clip
+        | Op::Fused(_)
+        | Op::Identity
+        | Op::Transpose { .. }
+        | Op::Concat { .. }
+        | Op::Gather { .. }
+        | Op::GatherElements { .. }
+        | Op::GatherND { .. }
+        | Op::CumSum { .. }
+        | Op::Softmax { .. }
+        | Op::MatMul
+        | Op::Conv(_)
+        | Op::ConvTranspose(_)
+        | Op::RandomNormalLike { .. } => any_shape,
+        Op::Reshape { .. }
+        | Op::Unsqueeze
+        | Op::Squeeze
+        | Op::Slice
+        | Op::Split { .. }
+        | Op::Expand
+        | Op::Pad
+        | Op::Reduce { .. } => any_shape || params_from(1),
+        _ => any_shape || params_from(0),
     }
 }
 
@@ -286,6 +331,7 @@ impl DeviceExecutor {
             slots.insert(*v, s.clone());
         }
         self.tainted.extend(rec.tainted.iter().copied());
+        self.shape_tainted.extend(rec.shape_tainted.iter().copied());
         self.work.macs += rec.work.macs;
         self.graphs.stats.replayed += 1;
         self.graphs.stats.graph_steps += rec.end - rec.start;
@@ -302,7 +348,7 @@ impl DeviceExecutor {
     ) -> Result<bool, GpuError> {
         let st = self.stream();
         let snapshot = slots.clone();
-        let taint_before = self.tainted.clone();
+        let taint_before = (self.tainted.clone(), self.shape_tainted.clone());
         // Stable copies of every live device value: the addresses the graph will read.
         let mut stable: HashMap<ValueId, DevTensor> = HashMap::new();
         for (v, s) in slots.iter_mut() {
@@ -351,7 +397,7 @@ impl DeviceExecutor {
                 // what the failed capture allocated is never touched again (its buffers are the
                 // discarded graph's).
                 *slots = snapshot;
-                self.tainted = taint_before;
+                (self.tainted, self.shape_tainted) = taint_before;
                 self.work = work_before;
                 self.graphs.stats.aborted += 1;
                 drop(released);
@@ -395,6 +441,11 @@ impl DeviceExecutor {
             .map(|(v, _)| *v)
             .filter(|v| self.tainted.contains(v))
             .collect();
+        let shape_tainted = outputs
+            .iter()
+            .map(|(v, _)| *v)
+            .filter(|v| self.shape_tainted.contains(v))
+            .collect();
         let dead = log
             .start
             .iter()
@@ -421,6 +472,7 @@ impl DeviceExecutor {
             dead,
             outputs,
             tainted,
+            shape_tainted,
             escaping,
             _keep: released,
             work,
@@ -459,6 +511,40 @@ mod tests {
         assert_eq!(segment_at(&b, 16), Some(30));
         assert_eq!(segment_at(&[false; 5], 0), None);
         assert_eq!(segment_at(&[false; 9], 0), Some(9));
+    }
+
+    #[test]
+    fn data_dependent_shapes_are_followed() {
+        use crate::tts::cuda::program::op::ReduceKind;
+        let (f, t) = (false, true);
+        assert!(shape_taint(&Op::NonZero, &[f], &[f]));
+        // A Range up to a downloaded frame count, a Reshape to a data-dependent spec.
+        assert!(shape_taint(&Op::Range, &[f, f, f], &[f, t, f]));
+        assert!(shape_taint(
+            &Op::Reshape { allow_zero: false },
+            &[f, f],
+            &[f, t]
+        ));
+        // Data through elementwise maths or as gather indices leaves shapes alone...
+        assert!(!shape_taint(&Op::Where, &[f, f, f], &[t, t, f]));
+        assert!(!shape_taint(&Op::Gather { axis: 0 }, &[f, f], &[f, t]));
+        assert!(!shape_taint(
+            &Op::Reshape { allow_zero: false },
+            &[f, f],
+            &[t, f]
+        ));
+        // ...a data-dependent shape flows on, except through ScatterND's indices and Shape.
+        assert!(shape_taint(&Op::MatMul, &[f, t], &[f, f]));
+        assert!(!shape_taint(&Op::ScatterND, &[f, t, t], &[f, t, t]));
+        assert!(shape_taint(&Op::ScatterND, &[t, f, f], &[f, f, f]));
+        assert!(!shape_taint(&Op::Shape, &[t], &[f]));
+        let reduce = Op::Reduce {
+            kind: ReduceKind::Max,
+            axes: None,
+            keep_dims: false,
+        };
+        assert!(shape_taint(&reduce, &[f, f], &[f, t]));
+        assert!(!shape_taint(&reduce, &[f, f], &[t, f]));
     }
 
     #[test]

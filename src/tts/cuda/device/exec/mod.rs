@@ -80,6 +80,10 @@ pub struct DeviceExecutor {
     /// computed from them; a `Shape` is not): uploading one breaks a graph, uploading any other
     /// host value (shape arithmetic) does not.
     tainted: HashSet<ValueId>,
+    /// Values of this run whose *shape* depends on the batch's data (a `NonZero`, the frames
+    /// that follow the predicted durations): a stretch that starts with one live is not worth a
+    /// graph (its key would not recur).
+    shape_tainted: HashSet<ValueId>,
     /// Last, so it is dropped last: every buffer and graph above is freed on its stream.
     pub gpu: Gpu,
 }
@@ -233,6 +237,7 @@ impl DeviceExecutor {
             capture_log: None,
             moved: false,
             tainted: HashSet::new(),
+            shape_tainted: HashSet::new(),
         })
     }
 
@@ -361,6 +366,7 @@ impl DeviceExecutor {
         let mut slots: HashMap<ValueId, Slot> = HashMap::new();
         let inputs = self.plan.inputs;
         self.tainted.clear();
+        self.shape_tainted.clear();
         self.tainted
             .extend([inputs.ids, inputs.lengths, inputs.scales]);
         self.tainted.extend(inputs.speaker);
@@ -371,7 +377,7 @@ impl DeviceExecutor {
             slots.insert(s, Slot::Host(feed.speaker.clone()));
         }
         let mut rng = fastrand::Rng::with_seed(self.seed);
-        // Graphs replace the static stretches before the first device→host copy; tracing and
+        // Graphs replace the stretches whose shapes follow from the feed's alone; tracing and
         // profiling need every step, so they run eagerly.
         let graphs = self.graphs.on
             && self.profile.is_none()
@@ -380,8 +386,8 @@ impl DeviceExecutor {
         let mut i = 0;
         while i < steps.len() {
             if graphs
-                && self.syncs == 0
                 && let Some(end) = self.graphs.segment(i)
+                && !slots.keys().any(|v| self.shape_tainted.contains(v))
                 && self.run_segment(steps, (i, end), &mut slots, &mut rng)?
             {
                 i = end;
@@ -458,16 +464,29 @@ impl DeviceExecutor {
                 slots.remove(v);
             }
         }
-        let tainted = !matches!(step.op, Op::Shape)
-            && step
-                .inputs
-                .iter()
-                .flatten()
-                .any(|v| self.tainted.contains(v));
+        let data: Vec<bool> = step
+            .inputs
+            .iter()
+            .map(|v| v.is_some_and(|v| self.tainted.contains(&v)))
+            .collect();
+        let shape: Vec<bool> = step
+            .inputs
+            .iter()
+            .map(|v| v.is_some_and(|v| self.shape_tainted.contains(&v)))
+            .collect();
+        // A shape's content is data-dependent exactly when the shape is.
+        let tainted = match step.op {
+            Op::Shape => shape.first() == Some(&true),
+            _ => data.contains(&true),
+        };
+        let shape_tainted = graph::shape_taint(&step.op, &shape, &data);
         for (id, s) in step.outputs.iter().zip(outs) {
             slots.insert(*id, s);
             if tainted {
                 self.tainted.insert(*id);
+            }
+            if shape_tainted {
+                self.shape_tainted.insert(*id);
             }
         }
         if let Some(h) = hooks.and_then(|h| h.step_output.as_mut()) {
