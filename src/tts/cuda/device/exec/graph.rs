@@ -298,7 +298,12 @@ impl DeviceExecutor {
             self.replay(key, k, slots)?;
             return Ok(true);
         }
-        if self.graphs.cache.get(&key).map_or(0, Vec::len) >= MAX_VARIANTS {
+        let variants = self
+            .graphs
+            .cache
+            .get(&key)
+            .map_or(0, |recs| recs.iter().filter(|r| r.end == end).count());
+        if variants >= MAX_VARIANTS {
             self.graphs.variable.insert(key);
             self.graphs.stats.variable += 1;
             return Ok(false);
