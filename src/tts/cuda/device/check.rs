@@ -402,6 +402,7 @@ pub fn bench(
                     "replayed": after.replayed - before.replayed,
                     "aborted": after.aborted - before.aborted,
                     "variable": after.variable - before.variable,
+                    "evicted": after.evicted - before.evicted,
                     "graph_steps": after.graph_steps - before.graph_steps,
                     "eager_steps": after.eager_steps - before.eager_steps,
                 })),

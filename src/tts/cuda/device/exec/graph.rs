@@ -51,6 +51,9 @@ use crate::tts::cuda::tensor::Tensor;
 pub const MIN_STEPS: usize = 8;
 /// Host-read variants kept per key before the segment is left eager.
 pub const MAX_VARIANTS: usize = 4;
+/// Graphs kept per executor; past it the least recently used one (not used by the current run,
+/// whose values may live in its memory) is dropped.
+pub const MAX_GRAPHS: usize = 256;
 
 /// `TALKER_CUDA_GRAPHS`: `1`/`on` turns graphs on, `0`/`off` (or unset) leaves them off.
 pub fn parse_switch(value: Option<&str>) -> Result<bool, String> {
@@ -77,6 +80,8 @@ pub struct GraphStats {
     pub aborted: usize,
     /// Segments left eager because their host reads differ from batch to batch.
     pub variable: usize,
+    /// Graphs dropped to stay within [`MAX_GRAPHS`].
+    pub evicted: usize,
     /// Steps run through graphs (captured or replayed) and eagerly.
     pub graph_steps: usize,
     pub eager_steps: usize,
@@ -103,6 +108,8 @@ struct Captured {
     escaping: Vec<(CUdeviceptr, cudarc::driver::sys::CUstream)>,
     _keep: Vec<Rc<DevBuf>>,
     work: Work,
+    /// The run that last launched it.
+    used: u64,
 }
 
 impl Drop for Captured {
@@ -151,6 +158,8 @@ pub(super) struct Graphs {
     boundary: Vec<bool>,
     cache: HashMap<u64, Vec<Captured>>,
     variable: HashSet<u64>,
+    /// Counts runs, to know which graphs the current one uses.
+    run: u64,
     pub(super) stats: GraphStats,
 }
 
@@ -165,7 +174,35 @@ impl Graphs {
                 .collect(),
             cache: HashMap::new(),
             variable: HashSet::new(),
+            run: 0,
             stats: GraphStats::default(),
+        }
+    }
+
+    pub(super) fn begin_run(&mut self) {
+        self.run += 1;
+    }
+
+    /// Drops the least recently used graph that the current run has not launched.
+    fn evict(&mut self) {
+        let total: usize = self.cache.values().map(Vec::len).sum();
+        if total <= MAX_GRAPHS {
+            return;
+        }
+        let oldest = self
+            .cache
+            .iter()
+            .flat_map(|(k, recs)| recs.iter().enumerate().map(move |(i, r)| (r.used, *k, i)))
+            .filter(|&(used, _, _)| used < self.run)
+            .min();
+        if let Some((_, key, i)) = oldest
+            && let Some(recs) = self.cache.get_mut(&key)
+        {
+            recs.remove(i);
+            if recs.is_empty() {
+                self.cache.remove(&key);
+            }
+            self.stats.evicted += 1;
         }
     }
 
@@ -318,7 +355,10 @@ impl DeviceExecutor {
         slots: &mut HashMap<ValueId, Slot>,
     ) -> Result<(), GpuError> {
         let st = self.stream();
-        let rec = &self.graphs.cache[&key][k];
+        let run = self.graphs.run;
+        let rec = &mut self.graphs.cache.get_mut(&key).expect("a found graph")[k];
+        rec.used = run;
+        let rec = &*rec;
         for (v, stable) in &rec.dev_inputs {
             let cur = slots
                 .get_mut(v)
@@ -481,7 +521,9 @@ impl DeviceExecutor {
             escaping,
             _keep: released,
             work,
+            used: self.graphs.run,
         });
+        self.graphs.evict();
         Ok(true)
     }
 }

@@ -383,6 +383,9 @@ impl DeviceExecutor {
             && self.profile.is_none()
             && hooks.conv_input.is_none()
             && hooks.step_output.is_none();
+        if graphs {
+            self.graphs.begin_run();
+        }
         let mut i = 0;
         while i < steps.len() {
             if graphs
