@@ -367,9 +367,11 @@ impl DeviceExecutor {
         let inputs = self.plan.inputs;
         self.tainted.clear();
         self.shape_tainted.clear();
-        self.tainted
-            .extend([inputs.ids, inputs.lengths, inputs.scales]);
-        self.tainted.extend(inputs.speaker);
+        if self.graphs.on {
+            self.tainted
+                .extend([inputs.ids, inputs.lengths, inputs.scales]);
+            self.tainted.extend(inputs.speaker);
+        }
         slots.insert(inputs.ids, Slot::Host(feed.ids.clone()));
         slots.insert(inputs.lengths, Slot::Host(feed.lengths.clone()));
         slots.insert(inputs.scales, Slot::Host(feed.scales.clone()));
@@ -412,6 +414,32 @@ impl DeviceExecutor {
             durations,
             frames,
         })
+    }
+
+    /// Follows which of the step's outputs depend on the batch's data, in value or in shape
+    /// (what graphs need; skipped when they are off).
+    fn track_taint(&mut self, step: &Step) {
+        let data: Vec<bool> = step
+            .inputs
+            .iter()
+            .map(|v| v.is_some_and(|v| self.tainted.contains(&v)))
+            .collect();
+        let shape: Vec<bool> = step
+            .inputs
+            .iter()
+            .map(|v| v.is_some_and(|v| self.shape_tainted.contains(&v)))
+            .collect();
+        // A shape's content is data-dependent exactly when the shape is.
+        let tainted = match step.op {
+            Op::Shape => shape.first() == Some(&true),
+            _ => data.contains(&true),
+        };
+        if tainted {
+            self.tainted.extend(step.outputs.iter().copied());
+        }
+        if graph::shape_taint(&step.op, &shape, &data) {
+            self.shape_tainted.extend(step.outputs.iter().copied());
+        }
     }
 
     /// Runs one step now (or into the graph being captured), frees what it used last and
@@ -467,30 +495,11 @@ impl DeviceExecutor {
                 slots.remove(v);
             }
         }
-        let data: Vec<bool> = step
-            .inputs
-            .iter()
-            .map(|v| v.is_some_and(|v| self.tainted.contains(&v)))
-            .collect();
-        let shape: Vec<bool> = step
-            .inputs
-            .iter()
-            .map(|v| v.is_some_and(|v| self.shape_tainted.contains(&v)))
-            .collect();
-        // A shape's content is data-dependent exactly when the shape is.
-        let tainted = match step.op {
-            Op::Shape => shape.first() == Some(&true),
-            _ => data.contains(&true),
-        };
-        let shape_tainted = graph::shape_taint(&step.op, &shape, &data);
         for (id, s) in step.outputs.iter().zip(outs) {
             slots.insert(*id, s);
-            if tainted {
-                self.tainted.insert(*id);
-            }
-            if shape_tainted {
-                self.shape_tainted.insert(*id);
-            }
+        }
+        if self.graphs.on {
+            self.track_taint(step);
         }
         if let Some(h) = hooks.and_then(|h| h.step_output.as_mut()) {
             for o in &step.outputs {
