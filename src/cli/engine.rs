@@ -40,7 +40,9 @@ pub enum GraphsArg {
     Off,
     /// Capture the static stretches of a run per (bucket, batch size) and replay them.
     On,
-    /// bench only: time both in this process and print the ratio.
+    /// As on, and pad the frame axis to buckets so the flow and decoder are captured too.
+    Frames,
+    /// bench only: time off and on in this process and print the ratio.
     Both,
 }
 
@@ -48,17 +50,16 @@ pub enum GraphsArg {
 fn graphs_mode(arg: Option<GraphsArg>) -> Result<check::GraphsMode> {
     let arg = match arg {
         Some(a) => a,
-        None => {
-            if check::graphs_from_env().map_err(SpeechError::BadInput)? {
-                GraphsArg::On
-            } else {
-                GraphsArg::Off
-            }
-        }
+        None => match check::graphs_from_env().map_err(SpeechError::BadInput)? {
+            check::GraphMode::Off => GraphsArg::Off,
+            check::GraphMode::On => GraphsArg::On,
+            check::GraphMode::Frames => GraphsArg::Frames,
+        },
     };
     Ok(match arg {
         GraphsArg::Off => check::GraphsMode::Off,
         GraphsArg::On => check::GraphsMode::On,
+        GraphsArg::Frames => check::GraphsMode::Frames,
         GraphsArg::Both => check::GraphsMode::Both,
     })
 }
@@ -93,9 +94,10 @@ pub enum EngineAction {
         /// DIR/<precision>/ must be new or empty.
         #[arg(long, value_name = "DIR")]
         save_audio: Option<PathBuf>,
-        /// Run the sentences with CUDA graphs (on) or one launch per step (off) [default:
-        /// $TALKER_CUDA_GRAPHS, else off]. The --trace sentence always runs step by step.
-        #[arg(long, value_enum, value_name = "on|off")]
+        /// Run the sentences with CUDA graphs (on; frames: also the frame axis padded to buckets)
+        /// or one launch per step (off) [default: $TALKER_CUDA_GRAPHS, else off]. The --trace
+        /// sentence always runs step by step.
+        #[arg(long, value_enum, value_name = "on|off|frames")]
         graphs: Option<GraphsArg>,
     },
     /// Audio-seconds per second at each batch size (sentences grouped by the length buckets).
@@ -113,9 +115,10 @@ pub enum EngineAction {
         /// the seconds spent per op kind.
         #[arg(long)]
         profile: bool,
-        /// Time with CUDA graphs (on), without (off), or both in this process with the ratio
-        /// printed (both) [default: $TALKER_CUDA_GRAPHS, else off].
-        #[arg(long, value_enum, value_name = "on|off|both")]
+        /// Time with CUDA graphs (on; frames: also the frame axis padded to buckets), without
+        /// (off), or off and on in this process with the ratio printed (both) [default:
+        /// $TALKER_CUDA_GRAPHS, else off].
+        #[arg(long, value_enum, value_name = "on|off|frames|both")]
         graphs: Option<GraphsArg>,
     },
     /// Phonemize a text file (one sentence per line) into the ids JSON the other commands read.
@@ -186,11 +189,12 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
                 check::audio_dir(dir, (*precision).into())?;
             }
             let graphs = match graphs_mode(*graphs)? {
-                check::GraphsMode::Off => false,
-                check::GraphsMode::On => true,
+                check::GraphsMode::Off => check::GraphMode::Off,
+                check::GraphsMode::On => check::GraphMode::On,
+                check::GraphsMode::Frames => check::GraphMode::Frames,
                 check::GraphsMode::Both => {
                     return Err(SpeechError::BadInput(
-                        "validate --graphs takes on or off (both is for bench)".into(),
+                        "validate --graphs takes on, off or frames (both is for bench)".into(),
                     )
                     .into());
                 }

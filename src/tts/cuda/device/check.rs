@@ -15,7 +15,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::build::GpuVoice;
-pub use super::exec::graphs_from_env;
+pub use super::exec::{GraphMode, graphs_from_env};
 use crate::tts::batch::{self, BatchLimits, DEFAULT_EDGES};
 use crate::tts::cuda::io::Feed;
 use crate::tts::cuda::program::cost::Work;
@@ -118,7 +118,7 @@ pub struct ValidateOptions<'a> {
     pub trace: bool,
     pub limit: Option<usize>,
     /// Run the sentences with CUDA graphs (the trace always runs eagerly).
-    pub graphs: bool,
+    pub graphs: GraphMode,
 }
 
 /// The folder `--save-audio DIR` writes one precision's WAVs into; refused (bad input, before any
@@ -296,15 +296,18 @@ pub fn validate(check: &Check<'_>, p: Precision, opts: ValidateOptions<'_>) -> R
 pub enum GraphsMode {
     Off,
     On,
+    Frames,
+    /// Off, then on.
     Both,
 }
 
 impl GraphsMode {
-    fn runs(self) -> &'static [bool] {
+    fn runs(self) -> &'static [GraphMode] {
         match self {
-            GraphsMode::Off => &[false],
-            GraphsMode::On => &[true],
-            GraphsMode::Both => &[false, true],
+            GraphsMode::Off => &[GraphMode::Off],
+            GraphsMode::On => &[GraphMode::On],
+            GraphsMode::Frames => &[GraphMode::Frames],
+            GraphsMode::Both => &[GraphMode::Off, GraphMode::On],
         }
     }
 }
@@ -368,7 +371,10 @@ pub fn bench(
     graphs: GraphsMode,
 ) -> Result<Value> {
     let (mut voice, ids, config) = open(check, p)?;
-    voice.exec.set_graphs(graphs != GraphsMode::Off);
+    // Warm-up captures for the last mode timed.
+    voice
+        .exec
+        .set_graphs(graphs.runs()[graphs.runs().len() - 1]);
     let warm_s = voice.warm()?;
     let held: Vec<&Sentence> = ids.sentences[ids.calibration..].iter().collect();
     let lengths: Vec<usize> = held.iter().map(|s| s.ids.len()).collect();
@@ -386,15 +392,16 @@ pub fn bench(
         );
         let mut runs = Vec::new();
         let mut medians = Vec::new();
-        for &on in graphs.runs() {
-            voice.exec.set_graphs(on);
+        for &mode in graphs.runs() {
+            let on = mode != GraphMode::Off;
+            voice.exec.set_graphs(mode);
             let before = voice.exec.graph_stats();
             let t = time_passes(&mut voice, &held, &plan, scales, passes.max(1))?;
             let after = voice.exec.graph_stats();
             let audio_s = t.samples as f64 / rate;
             medians.push(t.median);
             runs.push(json!({
-                "graphs": on, "audio_seconds": audio_s, "median_seconds": t.median,
+                "graphs": mode, "audio_seconds": audio_s, "median_seconds": t.median,
                 "audio_seconds_per_second": audio_s / t.median, "times": t.times,
                 "work": t.work.report(audio_s, t.median),
                 "graph_stats": on.then(|| json!({

@@ -55,20 +55,46 @@ pub const MAX_VARIANTS: usize = 4;
 /// whose values may live in its memory) is dropped.
 pub const MAX_GRAPHS: usize = 256;
 
-/// `TALKER_CUDA_GRAPHS`: `1`/`on` turns graphs on, `0`/`off` (or unset) leaves them off.
-pub fn parse_switch(value: Option<&str>) -> Result<bool, String> {
+/// What CUDA graphs do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GraphMode {
+    /// One launch per step.
+    #[default]
+    Off,
+    /// Graphs over the stretches whose shapes follow from the (bucket-padded) feed.
+    On,
+    /// Also the frame axis padded to [`frame_bucket`]s, so the flow and decoder, whose shapes
+    /// follow the predicted durations, recur per (frame bucket, batch size) too.
+    Frames,
+}
+
+/// `TALKER_CUDA_GRAPHS`: `1`/`on`, `frames`, or `0`/`off` (the default).
+pub fn parse_switch(value: Option<&str>) -> Result<GraphMode, String> {
     match value.map(str::trim) {
-        None | Some("" | "0" | "off" | "false") => Ok(false),
-        Some("1" | "on" | "true") => Ok(true),
+        None | Some("" | "0" | "off" | "false") => Ok(GraphMode::Off),
+        Some("1" | "on" | "true") => Ok(GraphMode::On),
+        Some("frames") => Ok(GraphMode::Frames),
         Some(other) => Err(format!(
-            "TALKER_CUDA_GRAPHS={other:?} is not a switch; set it to 1 (CUDA graphs on) or 0 (off)"
+            "TALKER_CUDA_GRAPHS={other:?} is not a switch; set it to 1 (CUDA graphs on), frames (also \
+             pad the frame axis) or 0 (off)"
         )),
     }
 }
 
 /// The switch as the environment sets it.
-pub fn from_env() -> Result<bool, String> {
+pub fn from_env() -> Result<GraphMode, String> {
     parse_switch(std::env::var("TALKER_CUDA_GRAPHS").ok().as_deref())
+}
+
+/// The frame count a batch's frame axis is padded to in [`GraphMode::Frames`]: `t` rounded up to
+/// a multiple of an eighth of its power of two (at most 12.5% more frames; at least 32).
+pub fn frame_bucket(t: i64) -> i64 {
+    if t <= 32 {
+        return 32;
+    }
+    let step = 1i64 << (63 - t.leading_zeros() as i64 - 3);
+    (t + step - 1) / step * step
 }
 
 /// What the graphs did, over the executor's life.
@@ -153,7 +179,7 @@ impl CaptureLog {
 
 /// The executor's graph state.
 pub(super) struct Graphs {
-    pub(super) on: bool,
+    pub(super) mode: GraphMode,
     /// Steps that moved data or draw noise: always eager.
     boundary: Vec<bool>,
     cache: HashMap<u64, Vec<Captured>>,
@@ -166,7 +192,7 @@ pub(super) struct Graphs {
 impl Graphs {
     pub(super) fn new(plan: &Plan) -> Graphs {
         Graphs {
-            on: false,
+            mode: GraphMode::Off,
             boundary: plan
                 .steps
                 .iter()
@@ -204,6 +230,10 @@ impl Graphs {
             }
             self.stats.evicted += 1;
         }
+    }
+
+    pub(super) fn on(&self) -> bool {
+        self.mode != GraphMode::Off
     }
 
     pub(super) fn mark_boundary(&mut self, step: usize) {
@@ -534,10 +564,11 @@ mod tests {
 
     #[test]
     fn the_switch_reads_on_off_and_refuses_anything_else() {
-        assert_eq!(parse_switch(None), Ok(false));
-        assert_eq!(parse_switch(Some("0")), Ok(false));
-        assert_eq!(parse_switch(Some(" 1 ")), Ok(true));
-        assert_eq!(parse_switch(Some("on")), Ok(true));
+        assert_eq!(parse_switch(None), Ok(GraphMode::Off));
+        assert_eq!(parse_switch(Some("0")), Ok(GraphMode::Off));
+        assert_eq!(parse_switch(Some(" 1 ")), Ok(GraphMode::On));
+        assert_eq!(parse_switch(Some("on")), Ok(GraphMode::On));
+        assert_eq!(parse_switch(Some("frames")), Ok(GraphMode::Frames));
         let e = parse_switch(Some("yes please")).unwrap_err();
         assert!(
             e.contains("TALKER_CUDA_GRAPHS") && e.contains("set it to 1"),
@@ -592,6 +623,22 @@ mod tests {
         };
         assert!(shape_taint(&reduce, &[f, f], &[f, t]));
         assert!(!shape_taint(&reduce, &[f, f], &[t, f]));
+    }
+
+    #[test]
+    fn frame_buckets_pad_by_at_most_an_eighth() {
+        assert_eq!(frame_bucket(1), 32);
+        assert_eq!(frame_bucket(32), 32);
+        assert_eq!(frame_bucket(33), 36);
+        assert_eq!(frame_bucket(64), 64);
+        assert_eq!(frame_bucket(65), 72);
+        assert_eq!(frame_bucket(1000), 1024);
+        assert_eq!(frame_bucket(1025), 1152);
+        for t in 1..5000 {
+            let b = frame_bucket(t);
+            assert!(b >= t && (b <= 32 || (b - t) * 8 <= t), "{t} → {b}");
+            assert_eq!(frame_bucket(b), b, "buckets are fixed points");
+        }
     }
 
     #[test]

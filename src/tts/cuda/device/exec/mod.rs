@@ -28,7 +28,7 @@ use super::{Gpu, GpuError};
 use crate::tts::cuda::io::{Feed, Outputs};
 use crate::tts::cuda::ops;
 use crate::tts::cuda::program::cost::{Work, step_macs};
-use crate::tts::cuda::program::op::{Op, Precision};
+use crate::tts::cuda::program::op::{Op, Precision, ReduceKind};
 use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Tensor};
 
@@ -42,7 +42,7 @@ mod movement;
 mod reduce;
 mod source;
 
-pub use graph::{GraphStats, from_env as graphs_from_env, padded_width};
+pub use graph::{GraphMode, GraphStats, frame_bucket, from_env as graphs_from_env, padded_width};
 
 /// Where a value is: host, device, or both (after a copy, which is kept).
 #[derive(Clone)]
@@ -84,6 +84,9 @@ pub struct DeviceExecutor {
     /// that follow the predicted durations): a stretch that starts with one live is not worth a
     /// graph (its key would not recur).
     shape_tainted: HashSet<ValueId>,
+    /// The batch's frame count (the maximum of the per-item frames), which sizes the flow and the
+    /// decoder: padded to a [`frame_bucket`] in [`GraphMode::Frames`].
+    frame_max: Option<ValueId>,
     /// Last, so it is dropped last: every buffer and graph above is freed on its stream.
     pub gpu: Gpu,
 }
@@ -220,6 +223,19 @@ impl DeviceExecutor {
         gpu.sync()?;
         let last_use = plan.last_uses();
         let graphs = graph::Graphs::new(&plan);
+        let frame_max = plan
+            .steps
+            .iter()
+            .find(|s| {
+                matches!(
+                    s.op,
+                    Op::Reduce {
+                        kind: ReduceKind::Max,
+                        ..
+                    }
+                ) && s.inputs.first() == Some(&Some(plan.outputs.frames))
+            })
+            .and_then(|s| s.outputs.first().copied());
         Ok(DeviceExecutor {
             gpu,
             plan,
@@ -238,6 +254,7 @@ impl DeviceExecutor {
             moved: false,
             tainted: HashSet::new(),
             shape_tainted: HashSet::new(),
+            frame_max,
         })
     }
 
@@ -274,6 +291,20 @@ impl DeviceExecutor {
                 let t = memory::download(self.stream(), &d)?;
                 self.syncs += 1;
                 self.moved = true;
+                if self.graphs.mode == GraphMode::Frames && Some(v) == self.frame_max {
+                    // The frame axis padded to its bucket (masked by the per-item frames, like a
+                    // shorter item in a batch): a value that recurs, not data.
+                    let padded = Tensor::i64(
+                        t.shape.clone(),
+                        t.ints()
+                            .map_err(|e| GpuError::Other(e.0))?
+                            .into_iter()
+                            .map(frame_bucket)
+                            .collect(),
+                    );
+                    slots.insert(v, Slot::Host(padded.clone()));
+                    return Ok(padded);
+                }
                 self.tainted.insert(v);
                 slots.insert(v, Slot::Both(t.clone(), d));
                 Ok(t)
@@ -336,13 +367,13 @@ impl DeviceExecutor {
             && matches!(slots.get(&v), Some(Slot::Dev(_) | Slot::Both(..)))
     }
 
-    /// Turns CUDA graphs on or off for later runs (captured graphs are kept).
-    pub fn set_graphs(&mut self, on: bool) {
-        self.graphs.on = on;
+    /// Sets what CUDA graphs do in later runs (captured graphs are kept).
+    pub fn set_graphs(&mut self, mode: GraphMode) {
+        self.graphs.mode = mode;
     }
 
     pub fn graphs_on(&self) -> bool {
-        self.graphs.on
+        self.graphs.on()
     }
 
     pub fn graph_stats(&self) -> GraphStats {
@@ -367,7 +398,7 @@ impl DeviceExecutor {
         let inputs = self.plan.inputs;
         self.tainted.clear();
         self.shape_tainted.clear();
-        if self.graphs.on {
+        if self.graphs.on() {
             self.tainted
                 .extend([inputs.ids, inputs.lengths, inputs.scales]);
             self.tainted.extend(inputs.speaker);
@@ -381,7 +412,7 @@ impl DeviceExecutor {
         let mut rng = fastrand::Rng::with_seed(self.seed);
         // Graphs replace the stretches whose shapes follow from the feed's alone; tracing and
         // profiling need every step, so they run eagerly.
-        let graphs = self.graphs.on
+        let graphs = self.graphs.on()
             && self.profile.is_none()
             && hooks.conv_input.is_none()
             && hooks.step_output.is_none();
@@ -498,7 +529,7 @@ impl DeviceExecutor {
         for (id, s) in step.outputs.iter().zip(outs) {
             slots.insert(*id, s);
         }
-        if self.graphs.on {
+        if self.graphs.on() {
             self.track_taint(step);
         }
         if let Some(h) = hooks.and_then(|h| h.step_output.as_mut()) {
