@@ -161,9 +161,16 @@ pub(super) struct CaptureLog {
     start: HashSet<ValueId>,
     host_reads: Vec<(ValueId, Tensor)>,
     dev_reads: Vec<ValueId>,
+    /// Buffers uploaded outside the stream during the capture: the graph reads them at every
+    /// replay, whatever becomes of the values that first held them.
+    uploads: Vec<Rc<DevBuf>>,
 }
 
 impl CaptureLog {
+    pub(super) fn keep(&mut self, d: &DevTensor) {
+        self.uploads.push(Rc::clone(&d.buf));
+    }
+
     pub(super) fn read_host(&mut self, v: ValueId, t: &Tensor) {
         if self.start.contains(&v) && !self.host_reads.iter().any(|(id, _)| *id == v) {
             self.host_reads.push((v, t.clone()));
@@ -438,6 +445,7 @@ impl DeviceExecutor {
             start: slots.keys().copied().collect(),
             host_reads: Vec::new(),
             dev_reads: Vec::new(),
+            uploads: Vec::new(),
         });
         if let Err(e) = self
             .gpu
@@ -549,7 +557,7 @@ impl DeviceExecutor {
             tainted,
             shape_tainted,
             escaping,
-            _keep: released,
+            _keep: released.into_iter().chain(log.uploads).collect(),
             work,
             used: self.graphs.run,
         });

@@ -334,13 +334,16 @@ impl DeviceExecutor {
             Slot::Host(t) => {
                 let data_dependent = self.tainted.contains(&v);
                 let t = t.clone();
+                let stream = self.stream();
                 let d = match (self.capture_log.as_mut(), data_dependent) {
                     (Some(_), true) => return Err(GpuError::CaptureBreak),
                     // Shape arithmetic: the same at every replay of this graph (a value from
                     // before the segment is checked at each replay, like any host read).
                     (Some(log), false) => {
                         log.read_host(v, &t);
-                        memory::upload_sync(self.stream(), &t)?
+                        let d = memory::upload_sync(stream, &t)?;
+                        log.keep(&d);
+                        d
                     }
                     (None, _) => {
                         self.moved |= data_dependent;
