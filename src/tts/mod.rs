@@ -20,7 +20,7 @@ pub mod select;
 pub mod voice;
 pub mod wire;
 
-pub use cuda::plan::op::Precision;
+pub use cuda::program::op::Precision;
 pub use error::SpeechError;
 use voice::{Kept, Scales};
 

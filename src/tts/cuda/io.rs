@@ -19,8 +19,14 @@ pub struct Feed {
 
 impl Feed {
     pub fn new(batch: &[&[i64]], scales: Scales, speaker: u32) -> Feed {
+        Feed::padded(batch, 0, scales, speaker)
+    }
+
+    /// Like [`Feed::new`], with the id axis padded to at least `width` (a length bucket's edge,
+    /// so that every batch of a bucket has the same shapes); padding is masked by the lengths.
+    pub fn padded(batch: &[&[i64]], width: usize, scales: Scales, speaker: u32) -> Feed {
         let n = batch.len();
-        let longest = batch.iter().map(|b| b.len()).max().unwrap_or(0);
+        let longest = batch.iter().map(|b| b.len()).max().unwrap_or(0).max(width);
         let mut ids = vec![0i64; n * longest];
         for (row, b) in ids.chunks_mut(longest.max(1)).zip(batch) {
             row[..b.len()].copy_from_slice(b);
@@ -98,6 +104,12 @@ mod tests {
         let f = Feed::new(&[a, b], q, 0);
         assert_eq!(f.ids.as_i64().unwrap(), [1, 2, 3, 4, 0, 0]);
         assert_eq!(f.lengths.as_i64().unwrap(), [3, 1]);
+        // Padded to a bucket edge: wider rows, the same lengths; a narrower width changes nothing.
+        let p = Feed::padded(&[a, b], 5, q, 0);
+        assert_eq!(p.ids.shape, [2, 5]);
+        assert_eq!(p.ids.as_i64().unwrap(), [1, 2, 3, 0, 0, 4, 0, 0, 0, 0]);
+        assert_eq!(p.lengths.as_i64().unwrap(), [3, 1]);
+        assert_eq!(Feed::padded(&[a, b], 2, q, 0).ids, f.ids);
         let out = Outputs {
             audio: Tensor::f32(vec![2, 1, 1, 8], (0..16).map(|i| i as f32).collect()),
             durations: Tensor::f32(vec![2, 1, 3], vec![1.0, 0.0, 1.0, 1.0, 5.0, 5.0]),
