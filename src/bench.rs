@@ -14,19 +14,20 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::chunk::Look;
-use crate::chunk::frame_quantum;
+use crate::animate::{chunk_audio, frame_quantum};
+use crate::cache::CacheLocation;
 use crate::error::{Error, Result};
 use crate::lipsync::Viseme;
+use crate::look::Look;
 use crate::media::ChunkWriter;
 use crate::phonemize::Phonemizer;
-use crate::pipeline::{
-    CacheLocation, Prepared, RenderOptions, RenderReport, chunk_audio, prepare, render,
-};
+use crate::pipeline::{self, RenderReport};
 use crate::plan::Plan;
+use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, NoProgress, Stage};
 use crate::render::{FramePose, HeadPose};
 use crate::script::Script;
+use crate::settings::RenderOptions;
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
 use crate::tts::SpeechError;
 use crate::tts::batch::BatchLimits;
@@ -96,10 +97,10 @@ pub fn run(opts: &BenchOptions) -> Result<Value> {
     let service = SpeechService::start(&render_opts.speech)?;
 
     reset_peak_rss();
-    let cold = render(&render_opts, &service, &NoProgress, &cancel)?;
+    let cold = pipeline::run(&render_opts, &service, &NoProgress, &cancel)?;
     let cold_peak = peak_rss_mib();
     reset_peak_rss();
-    let cached = render(&render_opts, &service, &NoProgress, &cancel)?;
+    let cached = pipeline::run(&render_opts, &service, &NoProgress, &cancel)?;
     let cached_peak = peak_rss_mib();
 
     let (alone, look) = stages_alone(&render_opts, &service, out_dir.path())?;

@@ -6,11 +6,14 @@
 //! hard link: the same device and inode), since the output replaces what is there. The output's
 //! directory must accept a new file, which is tried by creating one, so a read-only mount fails in
 //! milliseconds instead of after the render.
+//!
+//! A queued job's output is also confined to its output root ([`confine`]): relative, no `..`, and
+//! no symlink that leads out, checked at enqueue time and again by the worker before it writes.
 
 use std::fs::{FileType, Metadata};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -93,6 +96,80 @@ pub fn check_output_file(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// A queued job's output, relative to its output root: no `..`, not absolute, an `.mp4` file
+/// name. Symlinks are checked by [`confine`].
+pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
+    let mut normal = 0;
+    for c in output.components() {
+        match c {
+            Component::Normal(_) => normal += 1,
+            Component::CurDir => {}
+            Component::ParentDir => {
+                return Err(
+                    "contains \"..\"; outputs stay inside the output root (--out-root)".into(),
+                );
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(
+                    "is an absolute path; give a path relative to the output root (--out-root)"
+                        .into(),
+                );
+            }
+        }
+    }
+    let is_mp4 = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("mp4"));
+    if normal == 0 || !is_mp4 {
+        return Err("must name an .mp4 file, e.g. \"series/episode-01.mp4\"".into());
+    }
+    Ok(())
+}
+
+/// Canonicalises the output root, creating it when missing (so `--out-root` may name a new folder).
+pub fn canonical_root(root: &Path) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(root)?;
+    root.canonicalize()
+}
+
+/// Where `rel` lands under the canonical `root`, or why it would leave it: the deepest part of
+/// the path that exists (a symlink included) must resolve to somewhere inside the root.
+pub fn confine(root: &Path, rel: &Path) -> std::result::Result<PathBuf, String> {
+    relative_output(rel)?;
+    let full = root.join(rel);
+    let mut existing = full.clone();
+    loop {
+        match std::fs::symlink_metadata(&existing) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !existing.pop() {
+                    return Err(format!("{} does not exist", root.display()));
+                }
+            }
+            Err(e) => return Err(format!("{}: {e}", existing.display())),
+        }
+    }
+    let real = existing.canonicalize().map_err(|e| {
+        format!(
+            "{} cannot be resolved ({e}); a dangling symlink is not a place to write",
+            existing.display()
+        )
+    })?;
+    if !real.starts_with(root) {
+        return Err(format!(
+            "{} leads outside the output root {} (to {}); symlinks out of the root are refused",
+            existing.display(),
+            root.display(),
+            real.display()
+        ));
+    }
+    if existing == full && real.is_dir() {
+        return Err(format!("{} is a directory", full.display()));
+    }
+    Ok(full)
 }
 
 fn same_file(a: &Metadata, b: &Metadata) -> bool {
@@ -182,5 +259,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("is a directory"), "{e}");
+    }
+
+    #[test]
+    fn confinement_refuses_symlinks_out_of_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = canonical_root(&dir.path().join("out")).unwrap();
+        let outside = dir.path().join("elsewhere");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("escape")).unwrap();
+        std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling.mp4")).unwrap();
+        std::fs::create_dir(root.join("inside")).unwrap();
+        std::os::unix::fs::symlink(root.join("inside"), root.join("alias")).unwrap();
+
+        assert!(
+            confine(&root, Path::new("escape/a.mp4"))
+                .unwrap_err()
+                .contains("outside")
+        );
+        assert!(confine(&root, Path::new("escape/deeper/a.mp4")).is_err());
+        assert!(
+            confine(&root, Path::new("dangling.mp4"))
+                .unwrap_err()
+                .contains("dangling")
+        );
+        assert!(confine(&root, Path::new("../a.mp4")).is_err());
+        assert_eq!(
+            confine(&root, Path::new("alias/a.mp4")).unwrap(),
+            root.join("alias/a.mp4")
+        );
+        assert_eq!(
+            confine(&root, Path::new("new/dir/a.mp4")).unwrap(),
+            root.join("new/dir/a.mp4")
+        );
+        std::fs::create_dir(root.join("d.mp4")).unwrap();
+        assert!(
+            confine(&root, Path::new("d.mp4"))
+                .unwrap_err()
+                .contains("directory")
+        );
     }
 }

@@ -1,12 +1,12 @@
 //! talker: script + portrait → narrated talking-portrait MP4.
 
+#[cfg(feature = "render")]
+pub mod animate;
 pub mod assets;
 #[cfg(feature = "render")]
 pub mod bench;
 pub mod book;
 pub mod cache;
-#[cfg(feature = "render")]
-pub mod chunk;
 pub mod error;
 pub mod face;
 #[cfg(feature = "render")]
@@ -24,12 +24,16 @@ pub mod pipeline;
 #[cfg(feature = "render")]
 pub mod plan;
 #[cfg(feature = "render")]
+pub mod prepare;
+#[cfg(feature = "render")]
 pub mod preview;
 pub mod progress;
 #[cfg(feature = "render")]
 pub mod queue;
 pub mod render;
 pub mod script;
+#[cfg(feature = "render")]
+pub mod settings;
 #[cfg(feature = "render")]
 pub mod speech;
 pub mod text;

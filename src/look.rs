@@ -9,30 +9,21 @@ use image::RgbImage;
 use image::imageops::{FilterType, crop_imm, resize};
 
 use crate::cache::{Key, KeyBuilder};
-use crate::chunk::Look;
 use crate::error::{Error, Result};
 use crate::face::Landmarks;
 use crate::media::VideoSettings;
 use crate::render::{FaceRig, framing};
 use crate::script::DEFAULT_MAX_SIDE;
+use crate::settings::Framing;
 
-/// `--framing`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Framing {
-    /// The whole portrait, scaled to cover the output and centre-cropped.
-    #[default]
-    Full,
-    /// Head and shoulders around the face.
-    Head,
-}
-
-impl Framing {
-    fn tag(self) -> &'static str {
-        match self {
-            Framing::Full => "full",
-            Framing::Head => "head",
-        }
-    }
+/// Everything about the picture, shared by all chunks of a render.
+pub struct Look {
+    pub rig: FaceRig,
+    /// The 68 landmarks in frame coordinates (for crops and checks, not for drawing).
+    pub landmarks: [[f32; 2]; 68],
+    pub video: VideoSettings,
+    pub still: bool,
+    pub seed: u64,
 }
 
 /// Output size when neither `--size` nor the script gives one: the portrait's, longest side

@@ -1,7 +1,9 @@
-//! The render: threads and channels only; every stage lives in its own module.
+//! The render: threads and channels only; every stage lives in its own module (inputs, face,
+//! look and plan in `prepare`, speech in `speech`, one chunk's frames in `animate`, the MP4 in
+//! `media`, what may be reused in `cache`).
 //!
 //! ```text
-//! main: script → face → plan (text, phonemes, keys) → cache lookups
+//! main: prepare (script → face → plan: text, phonemes, keys) → cache lookups
 //!   speech thread: phrase cache / requests ahead to the speech service → chunk audio ─────────┐
 //!   chunk workers (one per core): frames → x264 → chunk file in the cache  ◀── bounded channel ─┘
 //! main: every chunk, cached or new → MP4 (temp file, renamed when complete)
@@ -10,33 +12,27 @@
 //! The first real error stops every thread; knock-on errors from the stop are not reported.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::bounded;
 
-use crate::assets::{Assets, DEFAULT_VOICE};
-use crate::cache::{Cache, ChunkEntry, Key};
-use crate::chunk::{self, ChunkAudio, Look, frame_quantum};
-use crate::error::{Error, Result};
-use crate::face::{FaceModels, Landmarks, Portrait};
-use crate::guard;
-use crate::lexicon::Lexicon;
-use crate::look::{self, Framing, LookOptions};
-use crate::media::{
-    self, AudioFormat, Chapter, ChunkRef, Cue, MediaError, OutputMeta, SubtitleFormat,
-    VideoSettings,
+use crate::animate::{self, ChunkAudio, chunk_audio, frame_quantum};
+use crate::cache::{
+    Cache, ChunkDone, Key, adopt_rowless, open_cache, report_warnings, reuse_chunk,
 };
-use crate::phonemize::Phonemizer;
+use crate::error::{Error, Result};
+use crate::look::Look;
+use crate::media::{self, ChunkRef, MediaError, OutputMeta, Timeline};
 use crate::plan::Plan;
+use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Event, Progress, Stage};
-use crate::script::Script;
-use crate::speech::{SpeechEngine, SpeechOptions, SpeechService, SpeechStats};
+use crate::settings::{OutputKind, RenderOptions};
+use crate::speech::{SpeechEngine, SpeechService, SpeechStats};
 use crate::tts::Speech;
-use crate::tts::select::{BackendInfo, SpeechSetup};
-use crate::tts::voice::VoiceFiles;
+use crate::tts::select::BackendInfo;
 
 /// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
 /// workers: a render sends all its uncached sentences at once up to this many (about 15 minutes of
@@ -48,76 +44,7 @@ const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// Chunks waiting between the speech thread and the workers.
 const CHANNEL_CAPACITY: usize = 2;
 
-/// Where the cache lives for this render.
-#[derive(Debug, Clone)]
-pub enum CacheLocation {
-    Dir(PathBuf),
-    /// `--no-cache`: a private directory beside the output, removed afterwards.
-    Temporary,
-}
-
 mod audio;
-
-/// What `-o` writes: the talking-portrait MP4, or audio only (no portrait, no face stages).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputKind {
-    Mp4,
-    Audio(AudioFormat),
-}
-
-impl OutputKind {
-    /// By extension: `.m4b`, `.m4a`, `.wav` are audio only; anything else is an MP4.
-    pub fn of(path: &Path) -> OutputKind {
-        let ext = path
-            .extension()
-            .map(|e| e.to_string_lossy().to_ascii_lowercase());
-        match ext.as_deref() {
-            Some("m4b") => OutputKind::Audio(AudioFormat::M4b),
-            Some("m4a") => OutputKind::Audio(AudioFormat::M4a),
-            Some("wav") => OutputKind::Audio(AudioFormat::Wav),
-            _ => OutputKind::Mp4,
-        }
-    }
-}
-
-/// Options beyond the video's: output kind, subtitle sidecar, extra lexicons.
-#[derive(Debug, Clone, Default)]
-pub struct ExtraOptions {
-    /// `--format`: overrides the kind the output's extension implies.
-    pub format: Option<OutputKind>,
-    /// `--subtitles`: a sidecar next to the output, one cue per sentence.
-    pub subtitles: Option<SubtitleFormat>,
-    /// `--lexicon` files, applied after the script's own lexicon (later entries win).
-    pub lexicons: Vec<PathBuf>,
-}
-
-#[derive(Debug, Clone)]
-pub struct RenderOptions {
-    /// A JSON script, an EPUB, Markdown or plain-text file (see `book`).
-    pub script: PathBuf,
-    /// Empty for audio-only outputs, which need no portrait.
-    pub portrait: PathBuf,
-    pub output: PathBuf,
-    pub assets: Assets,
-    pub cache: CacheLocation,
-    /// Overrides the script's voice.
-    pub voice: Option<String>,
-    /// Overrides the script's size.
-    pub size: Option<(u32, u32)>,
-    /// Overrides the script's fps.
-    pub fps: Option<u32>,
-    pub framing: Framing,
-    pub still: bool,
-    pub seed: u64,
-    pub crf: u8,
-    pub preset: String,
-    pub threads: usize,
-    /// Piper's sampling noise (on by default, as Piper does; off makes speech deterministic).
-    pub noise: bool,
-    /// Backend, precision, engines and batching (a worker's renders share one service).
-    pub speech: SpeechSetup,
-    pub extra: ExtraOptions,
-}
 
 /// What a render did and how long each part took.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -146,262 +73,8 @@ pub struct RenderReport {
     pub stage_seconds: HashMap<&'static str, f64>,
 }
 
-/// A chunk ready for the MP4: its length and sentence spans.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct ChunkDone {
-    frames: u64,
-    samples: u64,
-    spans: Vec<(u64, u64)>,
-}
-
-/// Removes the `--no-cache` directory however the render ends.
-pub struct TempDir(Option<PathBuf>);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.0 {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-pub fn open_cache(
-    location: &CacheLocation,
-    output: &Path,
-    progress: &dyn Progress,
-) -> Result<(Cache, TempDir)> {
-    let temp = || {
-        let parent = output
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        parent.join(format!(".talker-cache-{}", std::process::id()))
-    };
-    match location {
-        CacheLocation::Dir(dir) => match Cache::open(dir) {
-            Ok(c) => Ok((c, TempDir(None))),
-            Err(e) => {
-                progress.event(Event::Warning {
-                    message: format!("{e}; rendering with a temporary cache"),
-                });
-                let dir = temp();
-                Ok((Cache::open(&dir)?, TempDir(Some(dir))))
-            }
-        },
-        CacheLocation::Temporary => {
-            let dir = temp();
-            Ok((Cache::open(&dir)?, TempDir(Some(dir))))
-        }
-    }
-}
-
-/// Everything a render needs before any audio or frame exists.
-pub struct Prepared {
-    pub script: Script,
-    pub engine: SpeechEngine,
-    pub look: Look,
-    pub plan: Plan,
-}
-
-/// The script (any input kind, with every lexicon merged) and the speech engine; the output is
-/// checked against every input, and the lexicon's IPA against the voice, before any synthesis.
-pub fn load_inputs(
-    opts: &RenderOptions,
-    service: &SpeechService,
-    progress: &dyn Progress,
-    clock: &Clock,
-) -> Result<(Script, SpeechEngine)> {
-    let t = Instant::now();
-    guard::regular_input(&opts.script, "script")?;
-    let (mut script, notes) = crate::book::load_script(&opts.script)?;
-    for message in notes {
-        progress.event(Event::Warning { message });
-    }
-    for path in &opts.extra.lexicons {
-        let more = Lexicon::load(path)?;
-        script
-            .lexicon
-            .get_or_insert_with(Lexicon::default)
-            .merge(more);
-    }
-    let voice_name = opts
-        .voice
-        .clone()
-        .or_else(|| script.voice.clone())
-        .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
-    let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
-    let mut inputs = vec![
-        ("script", opts.script.as_path()),
-        ("voice model", voice.model.as_path()),
-        ("voice config", voice.config.as_path()),
-    ];
-    if !opts.portrait.as_os_str().is_empty() {
-        inputs.push(("portrait", opts.portrait.as_path()));
-    }
-    inputs.extend(opts.extra.lexicons.iter().map(|l| ("lexicon", l.as_path())));
-    guard::check_output(&opts.output, &inputs)?;
-    let engine = SpeechEngine::new(
-        service,
-        SpeechOptions {
-            voice,
-            speed: script.speed,
-            noise: opts.noise,
-            speaker: 0,
-        },
-    )?;
-    if let Some(lexicon) = &script.lexicon {
-        let voice = engine.config();
-        lexicon.check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))?;
-    }
-    clock.add(Stage::Script, t.elapsed());
-    Ok((script, engine))
-}
-
-/// Text, phonemes and phrase keys of every sentence.
-fn build_plan(
-    script: &Script,
-    engine: &SpeechEngine,
-    progress: &dyn Progress,
-    clock: &Clock,
-    cancel: &AtomicBool,
-) -> Result<Plan> {
-    progress.event(Event::Start {
-        stage: Stage::Phonemes,
-        total: script.segments.len() as u64,
-    });
-    let plan = Plan::build(
-        script,
-        engine.config(),
-        engine.identity(),
-        &Phonemizer::global()?,
-        clock,
-        cancel,
-    )?;
-    progress.event(Event::Finish {
-        stage: Stage::Phonemes,
-    });
-    Ok(plan)
-}
-
-/// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
-/// checks first, so bad input fails in milliseconds.
-pub fn prepare(
-    opts: &RenderOptions,
-    service: &SpeechService,
-    progress: &dyn Progress,
-    clock: &Clock,
-    cancel: &AtomicBool,
-) -> Result<Prepared> {
-    if opts.portrait.as_os_str().is_empty() {
-        return Err(Error::Usage(
-            "a video needs a portrait: talker render SCRIPT PORTRAIT -o talk.mp4 (audio-only outputs, -o book.m4b or .wav, need none)".into(),
-        ));
-    }
-    guard::regular_input(&opts.portrait, "portrait")?;
-    let (script, engine) = load_inputs(opts, service, progress, clock)?;
-    let t = Instant::now();
-    progress.event(Event::Start {
-        stage: Stage::Face,
-        total: 0,
-    });
-    let portrait = Portrait::open(&opts.portrait)?;
-    let models = FaceModels::load(&opts.assets.face_dir())?;
-    let analysis = models.analyse(&portrait)?;
-    if analysis.faces_found > 1 {
-        progress.event(Event::Warning {
-            message: format!(
-                "{} faces found in {}; animating the largest",
-                analysis.faces_found,
-                opts.portrait.display()
-            ),
-        });
-    }
-    let size = opts
-        .size
-        .or(script.size)
-        .unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
-    let video = VideoSettings {
-        width: size.0,
-        height: size.1,
-        fps: opts.fps.unwrap_or(script.fps),
-        crf: opts.crf,
-        preset: opts.preset.clone(),
-        threads: 1,
-    };
-    video.validate()?;
-    let look_opts = LookOptions {
-        framing: opts.framing,
-        size,
-        still: opts.still,
-        seed: opts.seed,
-    };
-    let (look, look_key) = look::prepare(
-        &portrait.image,
-        &analysis.face.landmarks,
-        &look_opts,
-        video.clone(),
-    )
-    .map_err(|e| blame_the_size(e, &portrait, &analysis.face.landmarks, &look_opts, video))?;
-    drop(portrait);
-    clock.add(Stage::Face, t.elapsed());
-    progress.event(Event::Finish { stage: Stage::Face });
-
-    let mut plan = build_plan(&script, &engine, progress, clock, cancel)?;
-    plan.assign_chunk_keys(&look_key);
-    Ok(Prepared {
-        script,
-        engine,
-        look,
-        plan,
-    })
-}
-
-/// A frame whose shape crops the face away is the size's fault, not the face's: when the portrait
-/// works at its own shape and the requested size's longest side, the error says so.
-fn blame_the_size(
-    e: Error,
-    portrait: &Portrait,
-    landmarks: &Landmarks,
-    asked: &LookOptions,
-    video: VideoSettings,
-) -> Error {
-    if !matches!(e, Error::Rig(_)) {
-        return e;
-    }
-    let (pw, ph) = (
-        u64::from(portrait.image.width()),
-        u64::from(portrait.image.height()),
-    );
-    let (w, h) = asked.size;
-    let side = u64::from(w.max(h));
-    let even = |v: u64| (v.max(64) as u32) & !1;
-    let own = (even(side * pw / pw.max(ph)), even(side * ph / pw.max(ph)));
-    if own == asked.size {
-        return e;
-    }
-    let fits = LookOptions {
-        size: own,
-        ..*asked
-    };
-    let video = VideoSettings {
-        width: own.0,
-        height: own.1,
-        ..video
-    };
-    if look::prepare(&portrait.image, landmarks, &fits, video).is_err() {
-        return e;
-    }
-    let suggest = look::default_size(pw as u32, ph as u32);
-    Error::Usage(format!(
-        "a {w}x{h} frame crops the face out of portrait {} ({pw}x{ph} px); choose a --size (or script \"size\") closer to the portrait's shape, such as {}x{}",
-        portrait.path.display(),
-        suggest.0,
-        suggest.1
-    ))
-}
-
 /// Renders with the process's speech service (`service`, shared by every render it runs).
-pub fn render(
+pub fn run(
     opts: &RenderOptions,
     service: &SpeechService,
     progress: &dyn Progress,
@@ -426,7 +99,7 @@ pub fn render(
     );
 
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
-    cache_warnings(&cache, progress);
+    report_warnings(&cache, progress);
     let sample_rate = plan.sample_rate;
     let mut done: Vec<Option<ChunkDone>> = vec![None; plan.chunks.len()];
     let mut todo = Vec::new();
@@ -448,7 +121,7 @@ pub fn render(
             None => todo.push(i),
         }
     }
-    cache_warnings(&cache, progress);
+    report_warnings(&cache, progress);
     let chunks_reused = plan.chunks.len() - todo.len();
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
@@ -495,7 +168,17 @@ pub fn render(
             expect: Some((d.frames, d.samples)),
         })
         .collect();
-    let meta = output_meta(&script, &plan, &done, sample_rate);
+    let mut timeline = Timeline::new(sample_rate);
+    for (c, d) in done.iter().enumerate() {
+        plan.place_chunk(&mut timeline, c, &d.spans, d.samples);
+    }
+    let (chapters, cues) = timeline.finish();
+    let meta = OutputMeta {
+        title: script.title.clone(),
+        author: script.author.clone(),
+        chapters,
+        cues,
+    };
     media::remove_stale_partials(&opts.output);
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
     let info = media::assemble(&chunks, &opts.output, &meta, cancel).map_err(|e| match e {
@@ -544,72 +227,6 @@ fn shared_hits(engine: &SpeechEngine, plan: &Plan, todo: &[usize]) -> u64 {
         .map(|&i| plan.chunk_utterances(&plan.chunks[i]).len() as u64)
         .sum();
     needed.saturating_sub(engine.stats.synthesized)
-}
-
-/// Shows what the cache found damaged (and repaired) as warnings.
-fn cache_warnings(cache: &Cache, progress: &dyn Progress) {
-    for message in cache.take_warnings() {
-        progress.event(Event::Warning { message });
-    }
-}
-
-/// A cached chunk that still matches this render, or `None` to render it again (a lookup that
-/// fails only costs the work). The cache has checked the file against its sha256, and the key
-/// covers every encoder setting, so only the row's own description is checked here.
-fn reuse_chunk(cache: &Cache, key: &Key, sentences: usize) -> Option<ChunkDone> {
-    chunk_done(&cache.get_chunk(key).ok()??, sentences)
-}
-
-fn chunk_done(entry: &ChunkEntry, sentences: usize) -> Option<ChunkDone> {
-    serde_json::from_str::<ChunkDone>(&entry.meta)
-        .ok()
-        .filter(|d| {
-            d.spans.len() == sentences && d.samples == entry.samples && d.frames == entry.frames
-        })
-}
-
-fn output_meta(script: &Script, plan: &Plan, done: &[ChunkDone], sample_rate: u32) -> OutputMeta {
-    let sr = f64::from(sample_rate);
-    let mut cues = Vec::new();
-    let mut chapter_starts: Vec<(String, f64)> = Vec::new();
-    let mut offset = 0u64;
-    let mut seen_segment = None;
-    for (c, d) in plan.chunks.iter().zip(done) {
-        if seen_segment != Some(c.segment) {
-            seen_segment = Some(c.segment);
-            if let Some(title) = &plan.chapters[c.segment] {
-                chapter_starts.push((title.clone(), offset as f64 / sr));
-            }
-        }
-        for (s, &(a, b)) in c.sentences.clone().zip(&d.spans) {
-            cues.push(Cue {
-                text: plan.sentences[s].display.clone(),
-                start: (offset + a) as f64 / sr,
-                end: (offset + b) as f64 / sr,
-            });
-        }
-        offset += d.samples;
-    }
-    let chapters = chapter_list(&chapter_starts, offset as f64 / sr);
-    OutputMeta {
-        title: script.title.clone(),
-        author: script.author.clone(),
-        chapters,
-        cues,
-    }
-}
-
-/// Chapters from their titles and starts: each ends where the next begins, the last at `total`.
-fn chapter_list(starts: &[(String, f64)], total: f64) -> Vec<Chapter> {
-    starts
-        .iter()
-        .enumerate()
-        .map(|(i, (title, start))| Chapter {
-            title: title.clone(),
-            start: *start,
-            end: starts.get(i + 1).map_or(total, |n| n.1),
-        })
-        .collect()
 }
 
 /// What the threads share.
@@ -768,7 +385,7 @@ fn render_one(
     let path = cache.chunk_path(key);
     // One writer per chunk across every render sharing the cache; the others wait, then reuse.
     let lock = cache.lock_chunk(key, &shared.stop);
-    cache_warnings(cache, shared.progress);
+    report_warnings(cache, shared.progress);
     let Some(_lock) = lock? else {
         return Err(Error::Cancelled);
     };
@@ -778,10 +395,10 @@ fn render_one(
         samples: audio.pcm.len() as u64,
         spans: audio.sentence_spans.clone(),
     };
-    let meta = serde_json::to_string(&done).expect("chunk meta serialises");
+    let meta = done.meta();
     match cache.find_chunk(key) {
         Ok(Some(entry)) => {
-            if let Some(d) = chunk_done(&entry, plan.chunks[i].sentences.len()) {
+            if let Some(d) = ChunkDone::of_entry(&entry, plan.chunks[i].sentences.len()) {
                 tracing::debug!(chunk = i, "chunk finished by another render");
                 return Ok(d);
             }
@@ -789,7 +406,8 @@ fn render_one(
             let _ = cache.drop_chunk(key);
         }
         Ok(None) => {
-            if adopt_rowless(shared, key, &path, &done, &meta) {
+            if adopt_rowless(cache, key, &done, shared.look.video.fps, plan.sample_rate) {
+                shared.adopted.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(chunk = i, "finished chunk without its row adopted");
                 return Ok(done);
             }
@@ -801,7 +419,7 @@ fn render_one(
     }
     media::remove_stale_partials(&path);
     tracing::debug!(chunk = i, frames, "chunk started");
-    chunk::render(
+    animate::render_chunk(
         shared.look,
         audio,
         plan.sample_rate,
@@ -826,33 +444,6 @@ fn render_one(
     }
     tracing::debug!(chunk = i, "chunk finished");
     Ok(done)
-}
-
-/// A chunk file under its final name with no row: a render was killed between the rename and
-/// the row. Files are renamed only when complete and fsynced, and the key covers every input, so
-/// the file is adopted when its header agrees with this chunk's audio (frames, samples, rates);
-/// anything else is rendered again over it.
-fn adopt_rowless(shared: &Shared, key: &Key, path: &Path, done: &ChunkDone, meta: &str) -> bool {
-    if !path.exists() {
-        return false;
-    }
-    let video = &shared.look.video;
-    let fits = media::probe_chunk(path).is_ok_and(|info| {
-        info.frames == done.frames
-            && info.samples == done.samples
-            && info.fps == video.fps
-            && info.sample_rate == shared.plan.sample_rate
-    });
-    if fits
-        && shared
-            .cache
-            .put_chunk(key, done.frames, done.samples, meta)
-            .is_ok()
-    {
-        shared.adopted.fetch_add(1, Ordering::Relaxed);
-        return true;
-    }
-    false
 }
 
 /// What the speech thread has asked for and holds, by phrase key.
@@ -994,80 +585,4 @@ fn speech_loop(
         }
     }
     Ok(())
-}
-
-/// Speech for every utterance of `chunks`: from the phrase cache where it is, synthesised (and
-/// cached) where not. Cache failures only cost speed. Returns `Cancelled` soon after `stop` is set.
-pub fn speak(
-    plan: &Plan,
-    chunks: &[usize],
-    engine: &mut SpeechEngine,
-    cache: &Cache,
-    progress: &dyn Progress,
-    clock: &Clock,
-    stop: &AtomicBool,
-) -> Result<HashMap<Key, Speech>> {
-    let utterances = || {
-        chunks
-            .iter()
-            .flat_map(|&c| plan.chunk_utterances(&plan.chunks[c]))
-    };
-    let keys: Vec<Key> = utterances().map(|u| plan.utterances[u].key).collect();
-    let mut speeches = cache.get_phrases(&keys).unwrap_or_else(|e| {
-        progress.event(Event::Warning {
-            message: format!("{e}; synthesising without the cache"),
-        });
-        HashMap::new()
-    });
-    cache_warnings(cache, progress);
-    let mut missing: Vec<usize> = Vec::new();
-    for u in utterances() {
-        let key = plan.utterances[u].key;
-        if !speeches.contains_key(&key) && !missing.iter().any(|&m| plan.utterances[m].key == key) {
-            missing.push(u);
-        }
-    }
-    // Without batching, one utterance per call, so a stop is seen between sentences.
-    let per_call = if engine.batches() { missing.len() } else { 1 };
-    for group in missing.chunks(per_call.max(1)) {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Error::Cancelled);
-        }
-        let t = Instant::now();
-        let utts: Vec<_> = group.iter().map(|&u| &plan.utterances[u]).collect();
-        let out = engine.synthesize(&utts)?;
-        clock.add(Stage::Speech, t.elapsed());
-        for (&u, speech) in group.iter().zip(out) {
-            let key = plan.utterances[u].key;
-            if let Err(e) = cache.put_phrase(key, &speech) {
-                progress.event(Event::Warning {
-                    message: format!("{e}; this phrase is not cached"),
-                });
-            }
-            speeches.insert(key, speech);
-        }
-    }
-    Ok(speeches)
-}
-
-/// A chunk's sentences laid out on the frame grid.
-pub fn chunk_audio(
-    plan: &Plan,
-    chunk: usize,
-    speeches: &HashMap<Key, Speech>,
-    quantum: u64,
-) -> ChunkAudio {
-    let c = &plan.chunks[chunk];
-    let sentences: Vec<Vec<&Speech>> = c
-        .sentences
-        .clone()
-        .map(|s| {
-            plan.sentences[s]
-                .utterances
-                .clone()
-                .map(|u| &speeches[&plan.utterances[u].key])
-                .collect()
-        })
-        .collect();
-    chunk::layout(&sentences, c.lead_in_samples, c.tail_samples, quantum)
 }

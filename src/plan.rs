@@ -15,6 +15,7 @@ use std::time::Instant;
 use crate::cache::{Key, KeyBuilder};
 use crate::error::{Error, Result};
 use crate::lexicon::{Piece, key_text};
+use crate::media::Timeline;
 use crate::phonemize::Phonemizer;
 use crate::progress::{Clock, Stage};
 use crate::script::Script;
@@ -197,6 +198,26 @@ impl Plan {
             tail_samples: pause,
             key: None,
         });
+    }
+
+    /// Puts chunk `c` on `timeline`: the chapter of its segment when it is the segment's first
+    /// chunk, one cue per sentence at `spans` (samples inside the chunk), then its `samples`.
+    pub fn place_chunk(
+        &self,
+        timeline: &mut Timeline,
+        c: usize,
+        spans: &[(u64, u64)],
+        samples: u64,
+    ) {
+        let chunk = &self.chunks[c];
+        let first = c == 0 || self.chunks[c - 1].segment != chunk.segment;
+        if let Some(title) = self.chapters[chunk.segment].as_deref().filter(|_| first) {
+            timeline.chapter(title);
+        }
+        for (s, &span) in chunk.sentences.clone().zip(spans) {
+            timeline.cue(&self.sentences[s].display, span);
+        }
+        timeline.advance(samples);
     }
 
     /// Utterance indices of a chunk, in order.

@@ -14,12 +14,15 @@ use font8x8::UnicodeFonts;
 use image::imageops::{FilterType, crop_imm, resize};
 use image::{Rgb, RgbImage};
 
-use crate::chunk::frame_quantum;
+use crate::animate::{chunk_audio, frame_quantum};
+use crate::cache::open_cache;
 use crate::error::{Error, Result};
 use crate::lipsync::{self, KeyKind, MouthPose, Viseme};
-use crate::pipeline::{Prepared, RenderOptions, chunk_audio, open_cache, prepare, speak};
+use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Progress};
 use crate::render::{FramePose, HeadPose};
+use crate::settings::RenderOptions;
+use crate::speech::speak;
 
 /// Each cell shows the face at twice its rendered size (so lids and lips can be judged pixel
 /// by pixel), within these bounds.

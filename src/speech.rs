@@ -8,12 +8,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::plan::{SpeechIdentity, Utterance};
-use crate::progress::{NoProgress, Progress};
+use crate::cache::{Cache, Key, report_warnings};
+use crate::plan::{Plan, SpeechIdentity, Utterance};
+use crate::progress::{Clock, Event, NoProgress, Progress, Stage};
 use crate::tts::batch::DEFAULT_EDGES;
 use crate::tts::batcher::{Batcher, BatcherStats, Client, Policy, Reply, VoiceRef};
 use crate::tts::select::{self, BackendInfo, Resolved, SpeechSetup};
@@ -277,6 +279,60 @@ pub fn hash_file(path: &std::path::Path) -> Result<[u8; 32], SpeechError> {
         hasher.update(&buf[..n]);
     }
     Ok(hasher.finalize().into())
+}
+
+/// Speech for every utterance of `chunks`: from the phrase cache where it is, synthesised (and
+/// cached) where not. Cache failures only cost speed. Returns `Cancelled` soon after `stop` is set.
+pub fn speak(
+    plan: &Plan,
+    chunks: &[usize],
+    engine: &mut SpeechEngine,
+    cache: &Cache,
+    progress: &dyn Progress,
+    clock: &Clock,
+    stop: &AtomicBool,
+) -> crate::Result<HashMap<Key, Speech>> {
+    let utterances = || {
+        chunks
+            .iter()
+            .flat_map(|&c| plan.chunk_utterances(&plan.chunks[c]))
+    };
+    let keys: Vec<Key> = utterances().map(|u| plan.utterances[u].key).collect();
+    let mut speeches = cache.get_phrases(&keys).unwrap_or_else(|e| {
+        progress.event(Event::Warning {
+            message: format!("{e}; synthesising without the cache"),
+        });
+        HashMap::new()
+    });
+    report_warnings(cache, progress);
+    let mut missing: Vec<usize> = Vec::new();
+    for u in utterances() {
+        let key = plan.utterances[u].key;
+        if !speeches.contains_key(&key) && !missing.iter().any(|&m| plan.utterances[m].key == key) {
+            missing.push(u);
+        }
+    }
+    // Without batching, one utterance per call, so a stop is seen between sentences.
+    let per_call = if engine.batches() { missing.len() } else { 1 };
+    for group in missing.chunks(per_call.max(1)) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(crate::Error::Cancelled);
+        }
+        let t = Instant::now();
+        let utts: Vec<_> = group.iter().map(|&u| &plan.utterances[u]).collect();
+        let out = engine.synthesize(&utts)?;
+        clock.add(Stage::Speech, t.elapsed());
+        for (&u, speech) in group.iter().zip(out) {
+            let key = plan.utterances[u].key;
+            if let Err(e) = cache.put_phrase(key, &speech) {
+                progress.event(Event::Warning {
+                    message: format!("{e}; this phrase is not cached"),
+                });
+            }
+            speeches.insert(key, speech);
+        }
+    }
+    Ok(speeches)
 }
 
 #[cfg(test)]

@@ -4,16 +4,16 @@
 use std::sync::atomic::AtomicBool;
 
 use image::RgbImage;
+use talker::animate::{self, chunk_audio, frame_quantum};
 use talker::assets::Assets;
-use talker::cache::Cache;
-use talker::chunk::{self, frame_quantum};
+use talker::cache::{Cache, CacheLocation};
 use talker::face::{FaceModels, Portrait};
 use talker::lipsync::{self, MouthPose};
-use talker::look::Framing;
-use talker::pipeline::{CacheLocation, RenderOptions, chunk_audio, prepare, speak};
+use talker::prepare::prepare;
 use talker::progress::{Clock, NoProgress};
 use talker::render::{FaceRig, FramePose, framing};
-use talker::speech::SpeechService;
+use talker::settings::{LookSettings, RenderOptions, RenderSettings};
+use talker::speech::{SpeechService, speak};
 use talker::tts::select::SpeechSetup;
 
 use crate::util::*;
@@ -141,14 +141,14 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
         output: dir.path().join("unused.mp4"),
         assets: Assets::locate(None),
         cache: CacheLocation::Dir(dir.path().join("cache")),
-        voice: None,
-        size: None,
-        fps: None,
-        framing: Framing::Full,
-        still: false,
-        seed: 3,
-        crf: 18,
-        preset: "veryfast".into(),
+        settings: RenderSettings {
+            look: LookSettings {
+                seed: 3,
+                ..LookSettings::default()
+            },
+            crf: 18,
+            ..RenderSettings::default()
+        },
         threads: 1,
         noise: false,
         speech: SpeechSetup::cpu(
@@ -199,7 +199,7 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
         let audio = chunk_audio(&p.plan, c, &speeches, frame_quantum(sr, fps));
         let track = lipsync::plan(&audio.phones, sr);
         let path = dir.path().join(format!("chunk{c}.mkv"));
-        let info = chunk::render(
+        let info = animate::render_chunk(
             &p.look,
             &audio,
             sr,

@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
                     .extension()
                     .is_some_and(|e| e.eq_ignore_ascii_case("mp4"))
             );
-            if let Some((w, h)) = s.size {
+            if let Some((w, h)) = s.settings.look.size {
                 assert!(
                     w % 2 == 0
                         && h % 2 == 0
@@ -35,10 +35,10 @@ fuzz_target!(|data: &[u8]| {
                         && (64..=4096).contains(&h)
                 );
             }
-            assert!(s.fps.is_none_or(|f| (10..=60).contains(&f)));
-            assert!(s.crf <= 51);
+            assert!(s.settings.look.fps.is_none_or(|f| (10..=60).contains(&f)));
+            assert!(s.settings.crf <= 51);
             assert!((-1000..=1000).contains(&s.priority));
-            assert!(X264_PRESETS.contains(&s.preset.as_str()));
+            assert!(X264_PRESETS.contains(&s.settings.preset.as_str()));
         }
         Err(e) => assert!(!e.message.is_empty()),
     }

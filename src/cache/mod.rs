@@ -14,7 +14,9 @@
 //! warning and a fresh one is built, and so is a file where `chunks/` should be: a cache is never
 //! worth failing a render for. Warnings are collected for the caller ([`Cache::take_warnings`]).
 
+mod chunk_meta;
 pub mod key;
+mod location;
 pub mod pcm_codec;
 
 use std::collections::HashMap;
@@ -36,7 +38,11 @@ use sqlx::sqlite::{
 use sqlx::{Row, migrate::Migrator};
 use tokio::runtime::Runtime;
 
+#[cfg(feature = "render")]
+pub use chunk_meta::adopt_rowless;
+pub use chunk_meta::{ChunkDone, reuse_chunk};
 pub use key::{Key, KeyBuilder};
+pub use location::{CacheLocation, TempDir, open_cache, report_warnings};
 
 use crate::tts::{Phone, Speech};
 

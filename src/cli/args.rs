@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+#[cfg(feature = "render")]
+use talker::settings::{LookSettings, RenderSettings};
 
 const ABOUT: &str = "Render a narrated talking-portrait video from a script and one photo.";
 
@@ -227,33 +229,6 @@ pub struct SpeechArgs {
     pub max_batch_wait_ms: u64,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum FramingArg {
-    /// The whole portrait, scaled to cover the output size.
-    Full,
-    /// Head and shoulders around the face, upscaled.
-    Head,
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct LookArgs {
-    /// Output size WIDTHxHEIGHT, both even [default: the script's size, else the portrait's, at most 1080].
-    #[arg(long, value_name = "WxH", value_parser = parse_wxh)]
-    pub size: Option<(u32, u32)>,
-    /// Frames per second [default: the script's fps, else 25].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(10..=60))]
-    pub fps: Option<u32>,
-    /// What the frame shows.
-    #[arg(long, value_enum, default_value_t = FramingArg::Full)]
-    pub framing: FramingArg,
-    /// No idle head motion (blinks stay).
-    #[arg(long)]
-    pub still: bool,
-    /// Seed for blinks and head motion; the same seed renders the same video.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
 #[cfg(feature = "render")]
 #[derive(Debug, Args, Clone)]
 pub struct RenderArgs {
@@ -276,18 +251,8 @@ pub struct RenderArgs {
     /// after the script's own; repeat for several, later ones winning.
     #[arg(long, value_name = "FILE")]
     pub lexicon: Vec<PathBuf>,
-    /// Voice: a name in the assets' voices/ folder or a path to a Piper .onnx [default: the script's, else en_US-joe-medium].
-    #[arg(long)]
-    pub voice: Option<String>,
     #[command(flatten)]
-    pub look: LookArgs,
-    /// x264 constant rate factor: lower is better and larger.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(0..=51))]
-    pub crf: u8,
-    /// x264 preset: slower ones make smaller files at equal quality.
-    #[arg(long, default_value = "veryfast",
-          value_parser = clap::builder::PossibleValuesParser::new(talker::media::X264_PRESETS))]
-    pub preset: String,
+    pub settings: RenderSettings,
     /// Worker threads [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
@@ -306,6 +271,7 @@ pub struct RenderArgs {
     pub speech: SpeechArgs,
 }
 
+#[cfg(feature = "render")]
 #[derive(Debug, Args)]
 pub struct PreviewArgs {
     /// The script (its speech decides when each mouth shape is shown).
@@ -319,7 +285,7 @@ pub struct PreviewArgs {
     #[arg(long)]
     pub voice: Option<String>,
     #[command(flatten)]
-    pub look: LookArgs,
+    pub look: LookSettings,
 }
 
 #[derive(Debug, Args)]
@@ -341,25 +307,6 @@ pub struct BenchArgs {
     pub threads: Option<u16>,
     #[command(flatten)]
     pub speech: SpeechArgs,
-}
-
-fn parse_wxh(s: &str) -> Result<(u32, u32), String> {
-    let (w, h) = s
-        .split_once(['x', 'X'])
-        .ok_or("expected WIDTHxHEIGHT, e.g. 720x720")?;
-    let p = |v: &str| {
-        v.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("{v:?} is not a whole number"))
-    };
-    let (w, h) = (p(w)?, p(h)?);
-    if !(64..=4096).contains(&w) || !(64..=4096).contains(&h) {
-        return Err("each side must be 64 to 4096 pixels".into());
-    }
-    if w % 2 != 0 || h % 2 != 0 {
-        return Err("both sides must be even (H.264 yuv420p)".into());
-    }
-    Ok((w, h))
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -399,14 +346,6 @@ mod tests {
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("-1G").is_err());
         assert!(parse_size("lots").is_err());
-    }
-
-    #[test]
-    fn wxh_parses_and_checks() {
-        assert_eq!(parse_wxh("720x404"), Ok((720, 404)));
-        assert!(parse_wxh("721x404").unwrap_err().contains("even"));
-        assert!(parse_wxh("32x32").unwrap_err().contains("64"));
-        assert!(parse_wxh("720").is_err());
     }
 
     #[test]

@@ -245,7 +245,8 @@ fn worker_options(
     }
     let concurrency = usize::from(work.concurrency);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let out_root = spec::canonical_root(&work.out_root).map_err(Error::io(&work.out_root))?;
+    let out_root =
+        talker::guard::canonical_root(&work.out_root).map_err(Error::io(&work.out_root))?;
     let threads = work
         .threads
         .map_or((cores / concurrency).max(1), usize::from);

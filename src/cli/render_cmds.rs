@@ -6,20 +6,19 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use talker::assets::Assets;
-use talker::look::Framing;
+use talker::cache::CacheLocation;
 use talker::media::{AudioFormat, SubtitleFormat};
-use talker::pipeline::{
-    CacheLocation, ExtraOptions, OutputKind, RenderOptions, RenderReport, render,
-};
+use talker::pipeline::{self, RenderReport};
 use talker::progress::{Event, Progress};
+use talker::settings::{ExtraOptions, OutputKind, RenderOptions, RenderSettings};
 use talker::speech::SpeechService;
 use talker::tts::batch::BatchLimits;
 use talker::tts::select::{self, BackendChoice, SpeechSetup};
 use talker::{Error, Result};
 
 use super::args::{
-    BackendArg, BenchArgs, ConvertArgs, FormatArg, FramingArg, Global, LookArgs, PrecisionArg,
-    PreviewArgs, RenderArgs, SpeechArgs, SubtitlesArg,
+    BackendArg, BenchArgs, ConvertArgs, FormatArg, Global, PrecisionArg, PreviewArgs, RenderArgs,
+    SpeechArgs, SubtitlesArg,
 };
 use super::commands::cache_dir;
 use super::ui::Ui;
@@ -99,17 +98,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         } else {
             CacheLocation::Dir(cache_dir(global))
         },
-        voice: args.voice.clone(),
-        size: args.look.size,
-        fps: args.look.fps,
-        framing: match args.look.framing {
-            FramingArg::Full => Framing::Full,
-            FramingArg::Head => Framing::Head,
-        },
-        still: args.look.still,
-        seed: args.look.seed,
-        crf: args.crf,
-        preset: args.preset.clone(),
+        settings: args.settings.clone(),
         threads,
         noise: !args.deterministic,
         speech: speech_setup(&args.speech, global, threads, 1, cpu_limits)?,
@@ -132,7 +121,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
 pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBool) -> Result<()> {
     let opts = render_options(args, global)?;
     let service = start_speech(&opts.speech, ui)?;
-    let report = render(&opts, &service, ui, cancel)?;
+    let report = pipeline::run(&opts, &service, ui, cancel)?;
     announce(global, ui, &report, || {
         if report.frames == 0 {
             return format!(
@@ -187,16 +176,7 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         format: None,
         subtitles: None,
         lexicon: Vec::new(),
-        voice: None,
-        look: LookArgs {
-            size: None,
-            fps: None,
-            framing: FramingArg::Full,
-            still: false,
-            seed: 0,
-        },
-        crf: 20,
-        preset: "veryfast".into(),
+        settings: RenderSettings::default(),
         threads: args.threads,
         batch_budget: 0,
         deterministic: false,
@@ -229,10 +209,11 @@ pub fn run_preview(
         format: None,
         subtitles: None,
         lexicon: Vec::new(),
-        voice: args.voice.clone(),
-        look: args.look.clone(),
-        crf: 20,
-        preset: "veryfast".into(),
+        settings: RenderSettings {
+            voice: args.voice.clone(),
+            look: args.look.clone(),
+            ..RenderSettings::default()
+        },
         threads: None,
         batch_budget: 0,
         deterministic: false,

@@ -19,6 +19,7 @@ mod probe;
 mod subtitles;
 #[cfg(test)]
 mod tests;
+mod timeline;
 
 use std::sync::OnceLock;
 
@@ -28,6 +29,7 @@ pub use chunk::ChunkWriter;
 pub use error::MediaError;
 pub use probe::probe_chunk;
 pub use subtitles::{SubtitleFormat, srt_text, vtt_text, write_sidecar, write_srt};
+pub use timeline::Timeline;
 
 /// x264 presets accepted by `VideoSettings` (checked up front so a typo fails before any work).
 pub const X264_PRESETS: [&str; 10] = [

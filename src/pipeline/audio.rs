@@ -9,13 +9,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use super::{
-    RenderOptions, RenderReport, chapter_list, chunk_audio, load_inputs, open_cache, speak,
-};
+use super::RenderReport;
+use crate::animate::chunk_audio;
+use crate::cache::open_cache;
 use crate::error::{Error, Result};
-use crate::media::{self, AudioFormat, AudioMeta, AudioWriter, Cue};
+use crate::media::{self, AudioFormat, AudioMeta, AudioWriter, Timeline};
+use crate::prepare::{build_plan, load_inputs};
 use crate::progress::{Clock, Event, Progress, Stage};
-use crate::speech::SpeechService;
+use crate::settings::RenderOptions;
+use crate::speech::{SpeechService, speak};
 
 /// Chunks (about 20–30 s of speech each) synthesised before their audio is written.
 const WINDOW_CHUNKS: usize = 8;
@@ -39,50 +41,32 @@ pub(super) fn render_audio(
         });
     }
     let (script, mut engine) = load_inputs(opts, service, progress, &clock)?;
-    let plan = super::build_plan(&script, &engine, progress, &clock, cancel)?;
+    let plan = build_plan(&script, &engine, progress, &clock, cancel)?;
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
 
-    // A chapter starts at the first chunk of each segment that has a title.
-    let mut seen = None;
-    let chapter_at: Vec<Option<String>> = plan
-        .chunks
-        .iter()
-        .map(|c| {
-            let first = seen != Some(c.segment);
-            seen = Some(c.segment);
-            plan.chapters[c.segment].clone().filter(|_| first)
-        })
-        .collect();
     // Pass 1: every phrase synthesised (or found) and cached; chunk lengths, cues and chapter
     // starts measured. The muxer needs the chapters before its header, so they are known first.
     progress.event(Event::Start {
         stage: Stage::Speech,
         total: plan.utterances.len() as u64,
     });
-    let sr = f64::from(plan.sample_rate);
     let mut lengths = Vec::with_capacity(plan.chunks.len());
-    let mut starts: Vec<(String, f64)> = Vec::new();
-    let mut cues = Vec::new();
+    let mut timeline = Timeline::new(plan.sample_rate);
     let all: Vec<usize> = (0..plan.chunks.len()).collect();
-    let (mut done, mut offset) = (0u64, 0u64);
+    let mut done = 0u64;
     for window in all.chunks(WINDOW_CHUNKS) {
         if cancel.load(Ordering::Relaxed) {
             return Err(Error::Cancelled);
         }
         let speeches = speak(&plan, window, &mut engine, &cache, progress, &clock, cancel)?;
         for &c in window {
-            if let Some(title) = &chapter_at[c] {
-                starts.push((title.clone(), offset as f64 / sr));
-            }
             let audio = chunk_audio(&plan, c, &speeches, 1);
-            for (s, &(a, b)) in plan.chunks[c].sentences.clone().zip(&audio.sentence_spans) {
-                cues.push(Cue {
-                    text: plan.sentences[s].display.clone(),
-                    start: (offset + a) as f64 / sr,
-                    end: (offset + b) as f64 / sr,
-                });
-            }
-            offset += audio.pcm.len() as u64;
+            plan.place_chunk(
+                &mut timeline,
+                c,
+                &audio.sentence_spans,
+                audio.pcm.len() as u64,
+            );
             lengths.push(audio.pcm.len());
             done += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
         }
@@ -94,7 +78,7 @@ pub(super) fn render_audio(
     progress.event(Event::Finish {
         stage: Stage::Speech,
     });
-    let audio_seconds = offset as f64 / sr;
+    let audio_seconds = timeline.seconds();
 
     // Pass 2: the same speech, now all from the phrase cache, into the file.
     let t = Instant::now();
@@ -105,7 +89,7 @@ pub(super) fn render_audio(
     let meta = AudioMeta {
         title: script.title.clone(),
         author: script.author.clone(),
-        chapters: chapter_list(&starts, audio_seconds),
+        chapters: timeline.chapters(),
     };
     media::remove_stale_partials(&opts.output);
     let mut writer = AudioWriter::create(&opts.output, format, plan.sample_rate, &meta)?;
@@ -133,7 +117,7 @@ pub(super) fn render_audio(
     let subtitles = opts
         .extra
         .subtitles
-        .map(|f| media::write_sidecar(&opts.output, &cues, f))
+        .map(|f| media::write_sidecar(&opts.output, timeline.cues(), f))
         .transpose()?;
     clock.add(Stage::Assemble, t.elapsed());
     progress.event(Event::Finish {

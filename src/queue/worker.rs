@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::pipeline::{RenderReport, render};
+use crate::pipeline::{self, RenderReport};
 use crate::progress::{Event, Progress};
 use crate::speech::SpeechService;
 
@@ -456,7 +456,7 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         id,
         observer: ctx.observer,
     };
-    match render(&opts, ctx.speech, &progress, stop) {
+    match pipeline::run(&opts, ctx.speech, &progress, stop) {
         Ok(report) => Ended::Rendered(Box::new(report), temp, output),
         Err(Error::Cancelled) => Ended::Stopped,
         Err(e) => {

@@ -1,4 +1,5 @@
-//! One chunk of the video: its speech laid out on the frame grid, its frames rendered and encoded.
+//! Animating one chunk of the video: its speech laid out on the frame grid, its frames drawn and
+//! encoded into a chunk file (`media::chunk` writes the file).
 //!
 //! Input: the chunk's utterances (16-bit PCM + phoneme spans), its silences, and the [`Look`] of the
 //! video. Output: a finished chunk file (H.264 + PCM, see `media`) and the sentence spans inside it.
@@ -9,31 +10,25 @@
 //! ends of a chunk and no blink straddles its end, so chunks join without a jump and a chunk's
 //! frames depend on nothing outside it: that is what lets chunks be cached and reused.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::cache::Key;
 use crate::error::{Error, Result};
 use crate::lipsync::{self, Phone};
-use crate::media::{ChunkInfo, ChunkWriter, VideoSettings};
+use crate::look::Look;
+use crate::media::{ChunkInfo, ChunkWriter};
+use crate::plan::Plan;
 use crate::progress::{Clock, Stage};
-use crate::render::{FaceRig, FramePose, HeadPose, Idle};
+use crate::render::{FramePose, HeadPose, Idle};
 use crate::tts::Speech;
 
 /// Idle head motion fades in and out over this long at each end of a chunk.
 const HEAD_FADE_S: f64 = 0.8;
 /// A blink still running this close to a chunk's end is left out.
 const BLINK_GUARD_S: f64 = 0.3;
-
-/// Everything about the picture, shared by all chunks of a render.
-pub struct Look {
-    pub rig: FaceRig,
-    /// The 68 landmarks in frame coordinates (for crops and checks, not for drawing).
-    pub landmarks: [[f32; 2]; 68],
-    pub video: VideoSettings,
-    pub still: bool,
-    pub seed: u64,
-}
 
 /// A chunk's audio on the frame grid.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +112,7 @@ fn frame_pose(
 ///
 /// `on_frame` is called after each frame; `stop` ends the chunk between frames (the partial file
 /// is removed); `clock` collects the time spent drawing and encoding.
-pub fn render(
+pub fn render_chunk(
     look: &Look,
     audio: &ChunkAudio,
     sample_rate: u32,
@@ -165,6 +160,28 @@ pub fn render(
     let info = writer.finish()?;
     clock.add(Stage::Encode, t0.elapsed());
     Ok(info)
+}
+
+/// A chunk's sentences laid out on the frame grid.
+pub fn chunk_audio(
+    plan: &Plan,
+    chunk: usize,
+    speeches: &HashMap<Key, Speech>,
+    quantum: u64,
+) -> ChunkAudio {
+    let c = &plan.chunks[chunk];
+    let sentences: Vec<Vec<&Speech>> = c
+        .sentences
+        .clone()
+        .map(|s| {
+            plan.sentences[s]
+                .utterances
+                .clone()
+                .map(|u| &speeches[&plan.utterances[u].key])
+                .collect()
+        })
+        .collect();
+    layout(&sentences, c.lead_in_samples, c.tail_samples, quantum)
 }
 
 #[cfg(test)]

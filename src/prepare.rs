@@ -1,0 +1,222 @@
+//! Before any audio or frame: every input read and checked, the face found, the look built and
+//! the render planned. The render (`pipeline`), `preview` and `bench` all start here.
+//!
+//! Input: [`RenderOptions`]. Output: [`Prepared`] (script, speech engine, look, plan with chunk
+//! keys). Cheapest checks first, so bad input fails in milliseconds and before any synthesis.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use crate::assets::DEFAULT_VOICE;
+use crate::error::{Error, Result};
+use crate::face::{FaceModels, Landmarks, Portrait};
+use crate::guard;
+use crate::lexicon::Lexicon;
+use crate::look::{self, Look, LookOptions};
+use crate::media::VideoSettings;
+use crate::phonemize::Phonemizer;
+use crate::plan::Plan;
+use crate::progress::{Clock, Event, Progress, Stage};
+use crate::script::Script;
+use crate::settings::RenderOptions;
+use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
+use crate::tts::voice::VoiceFiles;
+
+/// Everything a render needs before any audio or frame exists.
+pub struct Prepared {
+    pub script: Script,
+    pub engine: SpeechEngine,
+    pub look: Look,
+    pub plan: Plan,
+}
+
+/// The script (any input kind, with every lexicon merged) and the speech engine; the output is
+/// checked against every input, and the lexicon's IPA against the voice, before any synthesis.
+pub fn load_inputs(
+    opts: &RenderOptions,
+    service: &SpeechService,
+    progress: &dyn Progress,
+    clock: &Clock,
+) -> Result<(Script, SpeechEngine)> {
+    let t = Instant::now();
+    guard::regular_input(&opts.script, "script")?;
+    let (mut script, notes) = crate::book::load_script(&opts.script)?;
+    for message in notes {
+        progress.event(Event::Warning { message });
+    }
+    for path in &opts.extra.lexicons {
+        let more = Lexicon::load(path)?;
+        script
+            .lexicon
+            .get_or_insert_with(Lexicon::default)
+            .merge(more);
+    }
+    let voice_name = opts
+        .settings
+        .voice
+        .clone()
+        .or_else(|| script.voice.clone())
+        .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
+    let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
+    guard::check_output(&opts.output, &opts.inputs(&voice.model, &voice.config))?;
+    let engine = SpeechEngine::new(
+        service,
+        SpeechOptions {
+            voice,
+            speed: script.speed,
+            noise: opts.noise,
+            speaker: 0,
+        },
+    )?;
+    if let Some(lexicon) = &script.lexicon {
+        let voice = engine.config();
+        lexicon.check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))?;
+    }
+    clock.add(Stage::Script, t.elapsed());
+    Ok((script, engine))
+}
+
+/// Text, phonemes and phrase keys of every sentence.
+pub fn build_plan(
+    script: &Script,
+    engine: &SpeechEngine,
+    progress: &dyn Progress,
+    clock: &Clock,
+    cancel: &AtomicBool,
+) -> Result<Plan> {
+    progress.event(Event::Start {
+        stage: Stage::Phonemes,
+        total: script.segments.len() as u64,
+    });
+    let plan = Plan::build(
+        script,
+        engine.config(),
+        engine.identity(),
+        &Phonemizer::global()?,
+        clock,
+        cancel,
+    )?;
+    progress.event(Event::Finish {
+        stage: Stage::Phonemes,
+    });
+    Ok(plan)
+}
+
+/// Reads and checks every input (script, voice, portrait and face) and plans the render, cheapest
+/// checks first, so bad input fails in milliseconds.
+pub fn prepare(
+    opts: &RenderOptions,
+    service: &SpeechService,
+    progress: &dyn Progress,
+    clock: &Clock,
+    cancel: &AtomicBool,
+) -> Result<Prepared> {
+    if opts.portrait.as_os_str().is_empty() {
+        return Err(Error::Usage(
+            "a video needs a portrait: talker render SCRIPT PORTRAIT -o talk.mp4 (audio-only outputs, -o book.m4b or .wav, need none)".into(),
+        ));
+    }
+    guard::regular_input(&opts.portrait, "portrait")?;
+    let (script, engine) = load_inputs(opts, service, progress, clock)?;
+    let t = Instant::now();
+    progress.event(Event::Start {
+        stage: Stage::Face,
+        total: 0,
+    });
+    let portrait = Portrait::open(&opts.portrait)?;
+    let models = FaceModels::load(&opts.assets.face_dir())?;
+    let analysis = models.analyse(&portrait)?;
+    if analysis.faces_found > 1 {
+        progress.event(Event::Warning {
+            message: format!(
+                "{} faces found in {}; animating the largest",
+                analysis.faces_found,
+                opts.portrait.display()
+            ),
+        });
+    }
+    let settings = &opts.settings;
+    let size = settings
+        .look
+        .size
+        .or(script.size)
+        .unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
+    let video = VideoSettings {
+        width: size.0,
+        height: size.1,
+        fps: settings.look.fps.unwrap_or(script.fps),
+        crf: settings.crf,
+        preset: settings.preset.clone(),
+        threads: 1,
+    };
+    video.validate()?;
+    let look_opts = LookOptions {
+        framing: settings.look.framing,
+        size,
+        still: settings.look.still,
+        seed: settings.look.seed,
+    };
+    let (look, look_key) = look::prepare(
+        &portrait.image,
+        &analysis.face.landmarks,
+        &look_opts,
+        video.clone(),
+    )
+    .map_err(|e| blame_the_size(e, &portrait, &analysis.face.landmarks, &look_opts, video))?;
+    drop(portrait);
+    clock.add(Stage::Face, t.elapsed());
+    progress.event(Event::Finish { stage: Stage::Face });
+
+    let mut plan = build_plan(&script, &engine, progress, clock, cancel)?;
+    plan.assign_chunk_keys(&look_key);
+    Ok(Prepared {
+        script,
+        engine,
+        look,
+        plan,
+    })
+}
+
+/// A frame whose shape crops the face away is the size's fault, not the face's: when the portrait
+/// works at its own shape and the requested size's longest side, the error says so.
+fn blame_the_size(
+    e: Error,
+    portrait: &Portrait,
+    landmarks: &Landmarks,
+    asked: &LookOptions,
+    video: VideoSettings,
+) -> Error {
+    if !matches!(e, Error::Rig(_)) {
+        return e;
+    }
+    let (pw, ph) = (
+        u64::from(portrait.image.width()),
+        u64::from(portrait.image.height()),
+    );
+    let (w, h) = asked.size;
+    let side = u64::from(w.max(h));
+    let even = |v: u64| (v.max(64) as u32) & !1;
+    let own = (even(side * pw / pw.max(ph)), even(side * ph / pw.max(ph)));
+    if own == asked.size {
+        return e;
+    }
+    let fits = LookOptions {
+        size: own,
+        ..*asked
+    };
+    let video = VideoSettings {
+        width: own.0,
+        height: own.1,
+        ..video
+    };
+    if look::prepare(&portrait.image, landmarks, &fits, video).is_err() {
+        return e;
+    }
+    let suggest = look::default_size(pw as u32, ph as u32);
+    Error::Usage(format!(
+        "a {w}x{h} frame crops the face out of portrait {} ({pw}x{ph} px); choose a --size (or script \"size\") closer to the portrait's shape, such as {}x{}",
+        portrait.path.display(),
+        suggest.0,
+        suggest.1
+    ))
+}
