@@ -6,7 +6,7 @@
 use talker::phonemize::Phonemizer;
 use talker::tts::cuda::io::{Feed, split};
 use talker::tts::cuda::onnx::Model;
-use talker::tts::cuda::plan::Plan;
+use talker::tts::cuda::program::Plan;
 use talker::tts::cuda::quant::snr_db;
 use talker::tts::cuda::reference::{Hooks, HostExecutor};
 use talker::tts::voice::Scales;
@@ -85,6 +85,43 @@ fn engine_commands_without_a_gpu_fail_cleanly() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not an ids file"));
+    // --save-audio never overwrites an earlier run's WAVs: bad input, before any work.
+    let audio = dir.path().join("audio");
+    std::fs::create_dir_all(audio.join("fp16")).unwrap();
+    std::fs::write(audio.join("fp16").join("0.wav"), b"mine").unwrap();
+    let o = talker(dir.path())
+        .args(["engine", "validate", "--precision", "fp16", "--save-audio"])
+        .arg(&audio)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("already holds files"), "{stderr}");
+    assert_eq!(
+        std::fs::read(audio.join("fp16").join("0.wav")).unwrap(),
+        b"mine"
+    );
+    // A CUDA-graphs switch that is neither on nor off: bad input, before any GPU work.
+    let o = talker(dir.path())
+        .env("TALKER_CUDA_GRAPHS", "maybe")
+        .args(["engine", "bench", "--passes", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("TALKER_CUDA_GRAPHS"), "{stderr}");
+    let o = talker(dir.path())
+        .args([
+            "engine",
+            "validate",
+            "--precision",
+            "fp16",
+            "--graphs",
+            "both",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
 }
 
 /// `--backend cuda` on a machine without a usable GPU (CI): exit 1 with a message that says what

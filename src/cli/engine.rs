@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use talker::assets::{Assets, DEFAULT_VOICE};
 use talker::tts::SpeechError;
@@ -31,6 +31,36 @@ pub struct Common {
     /// INT8, the rest are held out for validation and benchmarks.
     #[arg(long, value_name = "FILE", default_value = "tests/data/gpu/ids.json")]
     pub ids: PathBuf,
+}
+
+/// CUDA graphs for `validate` and `bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphsArg {
+    /// One kernel launch per step (the default unless TALKER_CUDA_GRAPHS=1).
+    Off,
+    /// Capture the static stretches of a run per (bucket, batch size) and replay them.
+    On,
+    /// bench only: time both in this process and print the ratio.
+    Both,
+}
+
+/// `--graphs` if given, else `$TALKER_CUDA_GRAPHS` (a bad value is bad input, exit 2).
+fn graphs_mode(arg: Option<GraphsArg>) -> Result<check::GraphsMode> {
+    let arg = match arg {
+        Some(a) => a,
+        None => {
+            if check::graphs_from_env().map_err(SpeechError::BadInput)? {
+                GraphsArg::On
+            } else {
+                GraphsArg::Off
+            }
+        }
+    };
+    Ok(match arg {
+        GraphsArg::Off => check::GraphsMode::Off,
+        GraphsArg::On => check::GraphsMode::On,
+        GraphsArg::Both => check::GraphsMode::Both,
+    })
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +88,15 @@ pub enum EngineAction {
         /// Validate only the first N held-out sentences.
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
+        /// Also write every sentence's audio as 16-bit mono WAV to DIR/<precision>/<index>.wav
+        /// (index: the held-out sentence's position), e.g. for PESQ against the fp32 engine.
+        /// DIR/<precision>/ must be new or empty.
+        #[arg(long, value_name = "DIR")]
+        save_audio: Option<PathBuf>,
+        /// Run the sentences with CUDA graphs (on) or one launch per step (off) [default:
+        /// $TALKER_CUDA_GRAPHS, else off]. The --trace sentence always runs step by step.
+        #[arg(long, value_enum, value_name = "on|off")]
+        graphs: Option<GraphsArg>,
     },
     /// Audio-seconds per second at each batch size (sentences grouped by the length buckets).
     Bench {
@@ -74,6 +113,10 @@ pub enum EngineAction {
         /// the seconds spent per op kind.
         #[arg(long)]
         profile: bool,
+        /// Time with CUDA graphs (on), without (off), or both in this process with the ratio
+        /// printed (both) [default: $TALKER_CUDA_GRAPHS, else off].
+        #[arg(long, value_enum, value_name = "on|off|both")]
+        graphs: Option<GraphsArg>,
     },
     /// Phonemize a text file (one sentence per line) into the ids JSON the other commands read.
     #[cfg(feature = "render")]
@@ -136,20 +179,43 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
             out,
             trace,
             limit,
-        } => check::validate(
-            &check_of(common, &voice_files(global, &common.voice)?),
-            (*precision).into(),
-            out.as_deref(),
-            *trace,
-            *limit,
-        )?,
+            save_audio,
+            graphs,
+        } => {
+            if let Some(dir) = save_audio {
+                check::audio_dir(dir, (*precision).into())?;
+            }
+            let graphs = match graphs_mode(*graphs)? {
+                check::GraphsMode::Off => false,
+                check::GraphsMode::On => true,
+                check::GraphsMode::Both => {
+                    return Err(SpeechError::BadInput(
+                        "validate --graphs takes on or off (both is for bench)".into(),
+                    )
+                    .into());
+                }
+            };
+            check::validate(
+                &check_of(common, &voice_files(global, &common.voice)?),
+                (*precision).into(),
+                check::ValidateOptions {
+                    out: out.as_deref(),
+                    save_audio: save_audio.as_deref(),
+                    trace: *trace,
+                    limit: *limit,
+                    graphs,
+                },
+            )?
+        }
         EngineAction::Bench {
             common,
             precision,
             batches,
             passes,
             profile,
+            graphs,
         } => {
+            let graphs = graphs_mode(*graphs)?;
             let files = voice_files(global, &common.voice)?;
             let mut results = Vec::new();
             for p in precision {
@@ -159,6 +225,7 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
                     batches,
                     *passes,
                     *profile,
+                    graphs,
                 )?);
             }
             json!({ "bench": results })

@@ -81,6 +81,7 @@ impl From<super::cuda::device::GpuError> for SpeechError {
             super::cuda::device::GpuError::Unavailable(m) => {
                 SpeechError::Unavailable(format!("no usable GPU: {m}"))
             }
+            super::cuda::device::GpuError::BadInput(m) => SpeechError::BadInput(m),
             e => SpeechError::Engine(e.to_string()),
         }
     }

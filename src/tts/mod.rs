@@ -18,7 +18,7 @@ pub mod onnx;
 pub mod select;
 pub mod voice;
 
-pub use cuda::plan::op::Precision;
+pub use cuda::program::op::Precision;
 pub use error::SpeechError;
 use voice::{Kept, Scales};
 

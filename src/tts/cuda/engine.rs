@@ -16,9 +16,9 @@ use half::f16;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::plan::op::{Op, Precision};
-use super::plan::precision::PrecisionCounts;
-use super::plan::{Inputs, Outputs, Plan, Step, Value, ValueId};
+use super::program::op::{Op, Precision};
+use super::program::precision::PrecisionCounts;
+use super::program::{Inputs, Outputs, Plan, Step, Value, ValueId};
 #[cfg(test)]
 use super::tensor::DType;
 use super::tensor::{Data, Tensor, numel};
@@ -436,7 +436,7 @@ impl EngineFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tts::cuda::plan::op::{Binary, ConvSpec};
+    use crate::tts::cuda::program::op::{Binary, ConvSpec};
 
     fn gpu() -> GpuIdentity {
         GpuIdentity {

@@ -19,8 +19,14 @@ pub struct Feed {
 
 impl Feed {
     pub fn new(batch: &[&[i64]], scales: Scales, speaker: u32) -> Feed {
+        Feed::padded(batch, 0, scales, speaker)
+    }
+
+    /// Like [`Feed::new`], with the id axis padded to at least `width` (a length bucket's edge,
+    /// so that every batch of a bucket has the same shapes); padding is masked by the lengths.
+    pub fn padded(batch: &[&[i64]], width: usize, scales: Scales, speaker: u32) -> Feed {
         let n = batch.len();
-        let longest = batch.iter().map(|b| b.len()).max().unwrap_or(0);
+        let longest = batch.iter().map(|b| b.len()).max().unwrap_or(0).max(width);
         let mut ids = vec![0i64; n * longest];
         for (row, b) in ids.chunks_mut(longest.max(1)).zip(batch) {
             row[..b.len()].copy_from_slice(b);

@@ -9,8 +9,9 @@ use std::collections::HashMap;
 
 use super::io::{Feed, Outputs};
 use super::ops;
-use super::plan::op::Op;
-use super::plan::{Plan, ValueId};
+use super::program::cost::{Work, step_macs};
+use super::program::op::Op;
+use super::program::{Plan, ValueId};
 use super::tensor::{OpError, Tensor};
 
 /// A step that failed, with the op and the message.
@@ -37,6 +38,8 @@ pub struct HostExecutor<'p> {
     plan: &'p Plan,
     last_use: Vec<usize>,
     rng: fastrand::Rng,
+    /// Matrix work of every run so far, counted at the shapes each step saw.
+    pub work: Work,
 }
 
 impl<'p> HostExecutor<'p> {
@@ -45,6 +48,7 @@ impl<'p> HostExecutor<'p> {
             plan,
             last_use: plan.last_uses(),
             rng: fastrand::Rng::with_seed(seed),
+            work: Work::default(),
         }
     }
 
@@ -81,6 +85,11 @@ impl<'p> HostExecutor<'p> {
                 obs(index, x);
             }
             let outs = ops::run(&step.op, &ins, &mut self.rng).map_err(fail)?;
+            let shapes: Vec<Option<&[usize]>> =
+                ins.iter().map(|t| t.map(|t| t.shape.as_slice())).collect();
+            if let Some(o) = outs.first() {
+                self.work.macs += step_macs(&step.op, &shapes, &o.shape);
+            }
             for v in step.inputs.iter().flatten() {
                 if self.last_use[*v] == index {
                     live.remove(v);

@@ -11,15 +11,15 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::exec::{DeviceExecutor, Hooks};
+use super::exec::{DeviceExecutor, Hooks, padded_width};
 use super::kernels::module_source;
 use super::{Gpu, GpuError, nvrtc_version};
 use crate::tts::batch::DEFAULT_EDGES;
 use crate::tts::cuda::engine::{EngineError, EngineFile, Expect, FORMAT, Header, engine_path};
 use crate::tts::cuda::io::{Feed, split};
 use crate::tts::cuda::onnx::Model;
-use crate::tts::cuda::plan::op::Precision;
-use crate::tts::cuda::plan::{Plan, precision};
+use crate::tts::cuda::program::op::Precision;
+use crate::tts::cuda::program::{Plan, precision};
 use crate::tts::cuda::quant;
 use crate::tts::voice::{Scales, VoiceConfig, VoiceFiles};
 use crate::tts::{Backend, RawSpeech, SpeechError};
@@ -160,8 +160,8 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         .steps
         .iter()
         .filter_map(|s| match &s.op {
-            crate::tts::cuda::plan::op::Op::Conv(c)
-            | crate::tts::cuda::plan::op::Op::ConvTranspose(c)
+            crate::tts::cuda::program::op::Op::Conv(c)
+            | crate::tts::cuda::program::op::Op::ConvTranspose(c)
                 if c.precision == Precision::I8 =>
             {
                 Some((s.name.clone(), c.input_amax.unwrap_or(0.0)))
@@ -264,7 +264,8 @@ impl GpuVoice {
                 nvrtc: nvrtc_version()?,
             },
         )?;
-        let exec = DeviceExecutor::new(gpu, file.plan, file.cubin)?;
+        let mut exec = DeviceExecutor::new(gpu, file.plan, file.cubin)?;
+        exec.set_graphs(super::exec::graphs_from_env().map_err(GpuError::BadInput)?);
         Ok(GpuVoice {
             exec,
             header: file.header,
@@ -353,9 +354,18 @@ impl GpuVoice {
         if batch.is_empty() || batch.iter().all(|b| b.is_empty()) {
             return Ok(Vec::new());
         }
-        let out = self
-            .exec
-            .run(&Feed::new(batch, scales, speaker), Hooks::default())?;
+        // With graphs on, pad to the bucket's edge: a bucket's batches then share their shapes
+        // and so their captured graphs.
+        let width = if self.exec.graphs_on() {
+            let longest = batch.iter().map(|b| b.len()).max().unwrap_or(0);
+            padded_width(&self.header.buckets, longest)
+        } else {
+            0
+        };
+        let out = self.exec.run(
+            &Feed::padded(batch, width, scales, speaker),
+            Hooks::default(),
+        )?;
         split(&out, batch, self.header.hop).map_err(|e| GpuError::Other(e.0))
     }
 }

@@ -15,9 +15,11 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::build::GpuVoice;
+pub use super::exec::graphs_from_env;
 use crate::tts::batch::{self, BatchLimits, DEFAULT_EDGES};
 use crate::tts::cuda::io::Feed;
-use crate::tts::cuda::plan::op::Precision;
+use crate::tts::cuda::program::cost::Work;
+use crate::tts::cuda::program::op::Precision;
 use crate::tts::cuda::quant::snr_db;
 use crate::tts::cuda::reference::{Hooks, HostExecutor};
 use crate::tts::cuda::tensor::Tensor;
@@ -106,16 +108,69 @@ fn rel_diff(a: &Tensor, b: &Tensor) -> (f64, bool) {
     ((num / den.max(1e-30)).sqrt(), true)
 }
 
+/// What `validate` writes and how far it goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ValidateOptions<'a> {
+    /// The binary audio + durations file for `scripts/gpu-reference.py compare`.
+    pub out: Option<&'a Path>,
+    /// Every sentence as 16-bit mono WAV in `<dir>/<precision>/<index>.wav` (for PESQ).
+    pub save_audio: Option<&'a Path>,
+    pub trace: bool,
+    pub limit: Option<usize>,
+    /// Run the sentences with CUDA graphs (the trace always runs eagerly).
+    pub graphs: bool,
+}
+
+/// The folder `--save-audio DIR` writes one precision's WAVs into; refused (bad input, before any
+/// work) when it already holds files, so no earlier run's audio is overwritten.
+pub fn audio_dir(dir: &Path, p: Precision) -> Result<std::path::PathBuf> {
+    let sub = dir.join(crate::tts::cuda::engine::precision_name(p));
+    let occupied = std::fs::read_dir(&sub).is_ok_and(|mut e| e.next().is_some());
+    if occupied {
+        return Err(SpeechError::BadInput(format!(
+            "{}: already holds files; give --save-audio an empty or new folder",
+            sub.display()
+        )));
+    }
+    Ok(sub)
+}
+
+/// Writes `pcm` as a 16-bit mono WAV (temp file + rename: a killed run leaves no partial file).
+pub fn write_wav(path: &Path, rate: u32, pcm: &[f32]) -> Result<()> {
+    let samples = crate::tts::to_pcm16(pcm);
+    let data = (samples.len() * 2) as u32;
+    let mut bytes = Vec::with_capacity(44 + samples.len() * 2);
+    bytes.extend(b"RIFF");
+    bytes.extend((36 + data).to_le_bytes());
+    bytes.extend(b"WAVEfmt ");
+    bytes.extend(16u32.to_le_bytes());
+    bytes.extend(1u16.to_le_bytes()); // PCM
+    bytes.extend(1u16.to_le_bytes()); // mono
+    bytes.extend(rate.to_le_bytes());
+    bytes.extend((rate * 2).to_le_bytes());
+    bytes.extend(2u16.to_le_bytes());
+    bytes.extend(16u16.to_le_bytes());
+    bytes.extend(b"data");
+    bytes.extend(data.to_le_bytes());
+    samples.iter().for_each(|s| bytes.extend(s.to_le_bytes()));
+    let tmp = path.with_extension("wav.tmp");
+    std::fs::write(&tmp, &bytes).map_err(SpeechError::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(SpeechError::io(path))
+}
+
 /// `talker engine validate`; see the module header.
-pub fn validate(
-    check: &Check<'_>,
-    p: Precision,
-    out: Option<&Path>,
-    trace: bool,
-    limit: Option<usize>,
-) -> Result<Value> {
+pub fn validate(check: &Check<'_>, p: Precision, opts: ValidateOptions<'_>) -> Result<Value> {
+    let ValidateOptions {
+        out,
+        save_audio,
+        trace,
+        limit,
+        graphs,
+    } = opts;
+    let wav_dir = save_audio.map(|d| audio_dir(d, p)).transpose()?;
     let t = Instant::now();
     let (mut voice, ids, config) = open(check, p)?;
+    voice.exec.set_graphs(graphs);
     let load_s = t.elapsed().as_secs_f64();
     let warm_s = voice.warm()?;
     let held: Vec<&Sentence> = ids.sentences[ids.calibration..]
@@ -209,6 +264,12 @@ pub fn validate(
         }
         f.flush().map_err(SpeechError::io(path))?;
     }
+    if let Some(dir) = &wav_dir {
+        std::fs::create_dir_all(dir).map_err(SpeechError::io(dir))?;
+        for (i, r) in results.iter().enumerate() {
+            write_wav(&dir.join(format!("{i}.wav")), config.sample_rate, &r.pcm)?;
+        }
+    }
     // Host executor of the same plan on a few sentences: what the device should reproduce.
     let mut host_snr = Vec::new();
     for (i, s) in held.iter().enumerate().take(3) {
@@ -224,24 +285,95 @@ pub fn validate(
         "precision": format!("{p:?}"), "header": voice.header, "sentences": held.len(), "batches": batches.len(),
         "audio_seconds": audio_s, "run_seconds": run_s, "load_seconds": load_s, "warm_seconds": warm_s,
         "non_finite_samples": non_finite, "syncs_last_batch": voice.exec.syncs,
-        "device_vs_host_same_plan": host_snr, "trace": trace_report,
+        "device_vs_host_same_plan": host_snr, "trace": trace_report, "audio_dir": wav_dir,
+        "graphs": graphs, "graph_stats": voice.exec.graph_stats(),
     }))
 }
 
+/// Which executors `bench` times: eager (one launch per step), with CUDA graphs, or both in
+/// the same process (the honest comparison: same GPU state, same sentences).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphsMode {
+    Off,
+    On,
+    Both,
+}
+
+impl GraphsMode {
+    fn runs(self) -> &'static [bool] {
+        match self {
+            GraphsMode::Off => &[false],
+            GraphsMode::On => &[true],
+            GraphsMode::Both => &[false, true],
+        }
+    }
+}
+
+/// One timed configuration of a bench row.
+struct Timed {
+    times: Vec<f64>,
+    median: f64,
+    samples: usize,
+    work: Work,
+}
+
+/// `passes` timed passes over `plan`'s batches after one untimed pass that warms (and, with
+/// graphs on, captures) this batch size's shapes.
+fn time_passes(
+    voice: &mut GpuVoice,
+    held: &[&Sentence],
+    plan: &[Vec<usize>],
+    scales: Scales,
+    passes: usize,
+) -> Result<Timed> {
+    let mut times = Vec::new();
+    let mut samples = 0usize;
+    let mut work = Work::default();
+    for pass in 0..=passes {
+        voice.exec.work = Work::default();
+        let t = Instant::now();
+        samples = 0;
+        for b in plan {
+            let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+            samples += voice
+                .synthesize(&refs, scales, 0)?
+                .iter()
+                .map(|r| r.pcm.len())
+                .sum::<usize>();
+        }
+        if pass > 0 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+        work = voice.exec.work;
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(Timed {
+        median: sorted[sorted.len() / 2],
+        times,
+        samples,
+        work,
+    })
+}
+
 /// `talker engine bench`: audio-seconds per second at each batch size (sentences grouped by the
-/// length buckets, at most N per call).
+/// length buckets, at most N per call), eagerly and/or with CUDA graphs, with the matrix work
+/// per audio second and the share of the H200's dense FP16 bound.
 pub fn bench(
     check: &Check<'_>,
     p: Precision,
     batches: &[usize],
     passes: usize,
     profile: bool,
+    graphs: GraphsMode,
 ) -> Result<Value> {
     let (mut voice, ids, config) = open(check, p)?;
+    voice.exec.set_graphs(graphs != GraphsMode::Off);
     let warm_s = voice.warm()?;
     let held: Vec<&Sentence> = ids.sentences[ids.calibration..].iter().collect();
     let lengths: Vec<usize> = held.iter().map(|s| s.ids.len()).collect();
     let scales = quiet(&config);
+    let rate = f64::from(config.sample_rate);
     let mut rows = Vec::new();
     for &n in batches {
         let plan = batch::plan(
@@ -252,30 +384,31 @@ pub fn bench(
                 max_items: n.max(1),
             },
         );
-        let mut times = Vec::new();
-        let mut audio = 0usize;
-        for pass in 0..=passes {
-            let t = Instant::now();
-            let mut samples = 0usize;
-            for b in &plan {
-                let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
-                samples += voice
-                    .synthesize(&refs, scales, 0)?
-                    .iter()
-                    .map(|r| r.pcm.len())
-                    .sum::<usize>();
-            }
-            // Pass 0 warms this batch size's shapes and is not timed.
-            if pass > 0 {
-                times.push(t.elapsed().as_secs_f64());
-            }
-            audio = samples;
+        let mut runs = Vec::new();
+        let mut medians = Vec::new();
+        for &on in graphs.runs() {
+            voice.exec.set_graphs(on);
+            let before = voice.exec.graph_stats();
+            let t = time_passes(&mut voice, &held, &plan, scales, passes.max(1))?;
+            let after = voice.exec.graph_stats();
+            let audio_s = t.samples as f64 / rate;
+            medians.push(t.median);
+            runs.push(json!({
+                "graphs": on, "audio_seconds": audio_s, "median_seconds": t.median,
+                "audio_seconds_per_second": audio_s / t.median, "times": t.times,
+                "work": t.work.report(audio_s, t.median),
+                "graph_stats": on.then(|| json!({
+                    "captured": after.captured - before.captured,
+                    "replayed": after.replayed - before.replayed,
+                    "aborted": after.aborted - before.aborted,
+                    "variable": after.variable - before.variable,
+                    "graph_steps": after.graph_steps - before.graph_steps,
+                    "eager_steps": after.eager_steps - before.eager_steps,
+                })),
+            }));
         }
-        times.sort_by(f64::total_cmp);
-        let median = times[times.len() / 2];
-        let audio_s = audio as f64 / f64::from(config.sample_rate);
         let profile = if profile {
-            // One more pass with a sync after every step: seconds per op kind, largest first.
+            // One more pass, eager, with a sync after every step: seconds per op kind.
             voice.exec.profile = Some(HashMap::new());
             for b in &plan {
                 let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
@@ -296,15 +429,21 @@ pub fn bench(
         } else {
             Vec::new()
         };
+        let first = runs[0].clone();
         rows.push(json!({
             "batch": n, "calls": plan.len(), "mean_items": held.len() as f64 / plan.len() as f64,
-            "audio_seconds": audio_s, "median_seconds": median,
-            "audio_seconds_per_second": audio_s / median, "times": times, "profile": profile,
+            "audio_seconds": first["audio_seconds"], "median_seconds": first["median_seconds"],
+            "audio_seconds_per_second": first["audio_seconds_per_second"], "times": first["times"],
+            "work": first["work"], "runs": runs,
+            "graphs_speedup": (medians.len() == 2).then(|| medians[0] / medians[1]),
+            "profile": profile,
         }));
     }
-    Ok(
-        json!({"precision": format!("{p:?}"), "warm_seconds": warm_s, "gpu": voice.header.gpu, "rows": rows}),
-    )
+    Ok(json!({
+        "precision": format!("{p:?}"), "warm_seconds": warm_s, "gpu": voice.header.gpu,
+        "graphs": format!("{graphs:?}").to_lowercase(), "graph_stats": voice.exec.graph_stats(),
+        "rows": rows,
+    }))
 }
 
 #[cfg(test)]
@@ -332,6 +471,36 @@ mod tests {
             matches!(read_ids(&path), Err(SpeechError::BadInput(m)) if m.contains("not an ids file"))
         );
         assert!(read_ids(&dir.path().join("missing.json")).is_err());
+    }
+
+    #[test]
+    fn wav_files_are_16_bit_mono_and_audio_folders_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = audio_dir(dir.path(), Precision::I8).unwrap();
+        assert_eq!(sub, dir.path().join("int8"));
+        std::fs::create_dir_all(&sub).unwrap();
+        assert!(
+            audio_dir(dir.path(), Precision::I8).is_ok(),
+            "empty is fine"
+        );
+        let wav = sub.join("0.wav");
+        write_wav(&wav, 22050, &[0.0, 0.5, -1.5]).unwrap();
+        let b = std::fs::read(&wav).unwrap();
+        assert_eq!(
+            (&b[..4], &b[8..16], b.len()),
+            (&b"RIFF"[..], &b"WAVEfmt "[..], 50)
+        );
+        assert_eq!(u32::from_le_bytes(b[24..28].try_into().unwrap()), 22050);
+        assert_eq!(u16::from_le_bytes(b[22..24].try_into().unwrap()), 1);
+        let s: Vec<i16> = b[44..]
+            .chunks(2)
+            .map(|c| i16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(s, [0, 16384, -32767]);
+        assert!(!sub.join("0.wav.tmp").exists());
+        assert!(
+            matches!(audio_dir(dir.path(), Precision::I8), Err(SpeechError::BadInput(m)) if m.contains("already holds files"))
+        );
     }
 
     #[test]

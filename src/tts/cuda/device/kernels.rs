@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::tts::cuda::plan::Plan;
-use crate::tts::cuda::plan::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
+use crate::tts::cuda::program::Plan;
+use crate::tts::cuda::program::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
 use crate::tts::cuda::tensor::DType;
 
 /// Highest tensor rank the kernels index (Piper's graphs use at most 5).
@@ -386,7 +386,7 @@ pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tts::cuda::plan::op::Instr;
+    use crate::tts::cuda::program::op::Instr;
 
     #[test]
     fn fused_code_reads_broadcast_inputs_and_inlines_scalars() {

@@ -3,7 +3,13 @@
 //! Buffers come from the driver's stream-ordered pool (`cuMemAllocAsync`) and go back to it when
 //! the last [`DevTensor`] viewing them is dropped, ordered after the work already queued on the one
 //! stream; the pool keeps freed memory for reuse, so steady-state batches allocate nothing new.
+//!
+//! While a CUDA graph is being captured on this thread ([`Capturing`]) the same calls become the
+//! graph's allocation and free nodes: a buffer allocated during the capture belongs to the graph
+//! (fixed address, reallocated on every launch), and one allocated before it is not freed inside
+//! the graph — its release is deferred and handed to the graph's keep-alive list instead.
 
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::rc::Rc;
 
@@ -13,16 +19,102 @@ use cudarc::driver::{CudaFunction, result};
 use super::GpuError;
 use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
 
+/// Who frees a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The stream-ordered pool: freed when dropped.
+    Pool,
+    /// A graph being captured: freed by the graph's own free node when dropped during the
+    /// capture; once the capture ends, the graph (or its record) owns it.
+    Graph,
+    /// Someone else's memory (a graph output seen after a replay): never freed here.
+    Borrowed,
+    /// Outside any stream (`cuMemAlloc`): a constant a graph reads, uploaded while capturing.
+    Sync,
+}
+
 pub struct DevBuf {
     pub ptr: CUdeviceptr,
     stream: CUstream,
+    owner: Cell<Owner>,
+}
+
+impl DevBuf {
+    pub fn owner(&self) -> Owner {
+        self.owner.get()
+    }
+
+    /// Hands the buffer to a graph record: dropping it no longer frees anything.
+    pub fn disown(&self) {
+        self.owner.set(Owner::Borrowed);
+    }
+
+    /// A non-owning handle on memory that lives elsewhere (a replayed graph's output).
+    pub fn borrowed(ptr: CUdeviceptr, stream: CUstream) -> Rc<DevBuf> {
+        Rc::new(DevBuf {
+            ptr,
+            stream,
+            owner: Cell::new(Owner::Borrowed),
+        })
+    }
+}
+
+thread_local! {
+    static CAPTURING: Cell<bool> = const { Cell::new(false) };
+    static DEFERRED: RefCell<Vec<Rc<DevBuf>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks this thread as capturing a graph until dropped; [`Capturing::finish`] returns the pool
+/// buffers released meanwhile (they must outlive the graph: it may read them).
+pub struct Capturing(());
+
+impl Capturing {
+    pub fn start() -> Capturing {
+        CAPTURING.with(|c| c.set(true));
+        Capturing(())
+    }
+
+    pub fn finish(self) -> Vec<Rc<DevBuf>> {
+        drop(self);
+        DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()))
+    }
+}
+
+impl Drop for Capturing {
+    fn drop(&mut self) {
+        CAPTURING.with(|c| c.set(false));
+    }
+}
+
+fn capturing() -> bool {
+    CAPTURING.with(Cell::get)
 }
 
 impl Drop for DevBuf {
     fn drop(&mut self) {
-        if self.ptr != 0 {
-            // SAFETY: allocated on this stream by `alloc`; freed once, after queued work.
-            let _ = unsafe { result::free_async(self.ptr, self.stream) };
+        if self.ptr == 0 {
+            return;
+        }
+        match (self.owner.get(), capturing()) {
+            (owner @ (Owner::Pool | Owner::Sync), true) => {
+                // Freeing pre-capture memory inside a graph is illegal; keep it alive instead.
+                let moved = DevBuf {
+                    ptr: std::mem::take(&mut self.ptr),
+                    stream: self.stream,
+                    owner: Cell::new(owner),
+                };
+                DEFERRED.with(|d| d.borrow_mut().push(Rc::new(moved)));
+            }
+            // SAFETY: allocated on this stream by `alloc`; freed once, after queued work (or, in
+            // a capture, as the graph's free node of its own allocation).
+            (Owner::Pool, false) | (Owner::Graph, true) => {
+                let _ = unsafe { result::free_async(self.ptr, self.stream) };
+            }
+            // SAFETY: allocated by `upload_sync`, freed once.
+            (Owner::Sync, false) => {
+                let _ = unsafe { result::free_sync(self.ptr) };
+            }
+            (Owner::Graph, false) | (Owner::Borrowed, _) => {}
         }
     }
 }
@@ -61,7 +153,16 @@ impl DevTensor {
 pub(crate) fn alloc(stream: CUstream, bytes: usize) -> Result<Rc<DevBuf>, GpuError> {
     // SAFETY: stream-ordered allocation on the engine's stream.
     let ptr = unsafe { result::malloc_async(stream, bytes.max(1)) }?;
-    Ok(Rc::new(DevBuf { ptr, stream }))
+    let owner = if capturing() {
+        Owner::Graph
+    } else {
+        Owner::Pool
+    };
+    Ok(Rc::new(DevBuf {
+        ptr,
+        stream,
+        owner: Cell::new(owner),
+    }))
 }
 
 pub fn empty(stream: CUstream, dtype: DType, shape: Vec<usize>) -> Result<DevTensor, GpuError> {
@@ -91,6 +192,57 @@ pub(crate) fn upload_bytes(stream: CUstream, bytes: &[u8]) -> Result<Rc<DevBuf>,
 pub fn upload(stream: CUstream, t: &Tensor) -> Result<DevTensor, GpuError> {
     Ok(DevTensor {
         buf: upload_bytes(stream, &host_bytes(t))?,
+        shape: t.shape.clone(),
+        dtype: t.dtype(),
+    })
+}
+
+/// A dense copy of `t` in a new buffer (stream-ordered).
+pub(crate) fn copy(stream: CUstream, t: &DevTensor) -> Result<DevTensor, GpuError> {
+    let out = empty(stream, t.dtype, t.shape.clone())?;
+    copy_into(stream, &out, t)?;
+    Ok(out)
+}
+
+/// Copies `src`'s elements into `dst` (same element count and type).
+pub(crate) fn copy_into(
+    stream: CUstream,
+    dst: &DevTensor,
+    src: &DevTensor,
+) -> Result<(), GpuError> {
+    let bytes = src.len() * src.dtype.size();
+    if bytes != dst.len() * dst.dtype.size() {
+        return Err(GpuError::Other(format!(
+            "device copy of {:?} into {:?}",
+            src.shape, dst.shape
+        )));
+    }
+    if bytes > 0 {
+        // SAFETY: both buffers hold at least `bytes` bytes (checked above) on this stream.
+        unsafe { result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, stream) }?;
+    }
+    Ok(())
+}
+
+/// Uploads `t` outside any stream (`cuMemAlloc` + a synchronous copy): legal while a graph is
+/// captured in relaxed mode, and not part of the graph, so the graph reads the same bytes at
+/// every replay. For values that are the same at every replay of the graph.
+pub(crate) fn upload_sync(stream: CUstream, t: &Tensor) -> Result<DevTensor, GpuError> {
+    let bytes = host_bytes(t);
+    // SAFETY: a fresh allocation of at least `bytes.len()` bytes, filled synchronously.
+    let ptr = unsafe {
+        let ptr = result::malloc_sync(bytes.len().max(1))?;
+        if !bytes.is_empty() {
+            result::memcpy_htod_sync(ptr, &bytes)?;
+        }
+        ptr
+    };
+    Ok(DevTensor {
+        buf: Rc::new(DevBuf {
+            ptr,
+            stream,
+            owner: Cell::new(Owner::Sync),
+        }),
         shape: t.shape.clone(),
         dtype: t.dtype(),
     })

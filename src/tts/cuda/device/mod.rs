@@ -37,6 +37,12 @@ pub enum GpuError {
     },
     #[error(transparent)]
     Engine(#[from] super::engine::EngineError),
+    /// A host↔device copy was asked for while a CUDA graph was being captured (the capture is
+    /// abandoned and the step runs eagerly; never reaches a caller).
+    #[error("a host-device copy inside a CUDA graph capture")]
+    CaptureBreak,
+    #[error("{0}")]
+    BadInput(String),
     #[error("{0}")]
     Other(String),
 }
@@ -128,7 +134,8 @@ impl Gpu {
             )));
         }
         let ctx = CudaContext::new(ordinal)?;
-        let stream = ctx.default_stream();
+        // A stream of our own: the legacy default stream cannot be captured into a CUDA graph.
+        let stream = ctx.new_stream()?;
         let blas = cudarc::cublas::result::create_handle()?;
         // SAFETY: the handle was just created; the stream outlives it (both live in `Gpu`).
         unsafe { cudarc::cublas::result::set_stream(blas, stream.cu_stream() as _)? };

@@ -6,7 +6,7 @@
 //! formulas, so host and device agree to rounding.
 
 use super::broadcast::{broadcast_shape, broadcast_strides, map1, map2, map3};
-use crate::tts::cuda::plan::op::{Arg, Binary, Ew, Fused, Scalar, Unary};
+use crate::tts::cuda::program::op::{Arg, Binary, Ew, Fused, Scalar, Unary};
 use crate::tts::cuda::tensor::{DType, Data, OpResult, Tensor, op_err};
 
 pub fn sigmoid(x: f32) -> f32 {
@@ -289,7 +289,7 @@ pub fn broadcast_to(x: &Tensor, shape: &[usize]) -> OpResult<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tts::cuda::plan::op::Instr;
+    use crate::tts::cuda::program::op::Instr;
 
     fn f(shape: &[usize], v: &[f32]) -> Tensor {
         Tensor::f32(shape.to_vec(), v.to_vec())

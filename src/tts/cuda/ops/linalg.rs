@@ -8,7 +8,7 @@
 use half::f16;
 
 use super::broadcast::broadcast_shape;
-use crate::tts::cuda::plan::op::{ConvSpec, Precision};
+use crate::tts::cuda::program::op::{ConvSpec, Precision};
 use crate::tts::cuda::quant;
 use crate::tts::cuda::tensor::{OpResult, Tensor, numel, op_err};
 

@@ -11,7 +11,7 @@ pub mod linalg;
 pub mod movement;
 pub mod reduce;
 
-use crate::tts::cuda::plan::op::Op;
+use crate::tts::cuda::program::op::Op;
 use crate::tts::cuda::tensor::{OpResult, Tensor, op_err};
 
 fn req<'a>(inputs: &[Option<&'a Tensor>], i: usize, op: &Op) -> OpResult<&'a Tensor> {

@@ -5,7 +5,7 @@
 //! be negative where ONNX allows it; anything out of range is an [`OpError`](crate::tts::cuda::tensor::OpError), never a panic.
 
 use super::elementwise::{broadcast_to, scalar_tensor};
-use crate::tts::cuda::plan::op::Scalar;
+use crate::tts::cuda::program::op::Scalar;
 use crate::tts::cuda::tensor::{Data, OpResult, Tensor, axis, numel, op_err, strides};
 
 /// Copies the elements at `offset + Σ coord·stride` for every coordinate of `shape`.

@@ -3,7 +3,7 @@
 //! Input: a tensor and axes (negative allowed). Output: the reduced tensor, keeping reduced axes
 //! as size 1 when asked. Sums accumulate in the element type, in index order.
 
-use crate::tts::cuda::plan::op::ReduceKind;
+use crate::tts::cuda::program::op::ReduceKind;
 use crate::tts::cuda::tensor::{Data, OpResult, Tensor, axis, numel, op_err, strides};
 
 /// Output shape and, for every input element, the output element it folds into.

@@ -7,6 +7,7 @@
 //! the plan's three outputs are the audio, the per-id duration frames (the single `Ceil`) and the
 //! per-item frame counts (`Ceil → ReduceSum → Clip → Cast`), found by op type and wiring.
 
+pub mod cost;
 pub mod fuse;
 pub mod op;
 pub mod precision;

@@ -130,6 +130,22 @@ fn builds_folds_fuses_and_runs() {
 }
 
 #[test]
+fn runs_count_the_convolution_work_at_their_shapes() {
+    let plan = plan_of(&mini(1, true)).unwrap();
+    let mut exec = HostExecutor::new(&plan, 0);
+    let one: &[i64] = &[1, 2, 3];
+    exec.run(&Feed::new(&[one], QUIET, 0), Default::default())
+        .unwrap();
+    // The 1×1×1 conv over 3 frames: 3 MACs; the rest of the program does no matrix work.
+    assert_eq!(exec.work.macs, 3);
+    // Two items padded to 5 ids: 10 more.
+    let (a, b): (&[i64], &[i64]) = (&[1, 2, 3, 4, 5], &[1, 2]);
+    exec.run(&Feed::new(&[a, b], QUIET, 0), Default::default())
+        .unwrap();
+    assert_eq!(exec.work.macs, 13);
+}
+
+#[test]
 fn precision_assignment_keeps_the_duration_path_fp32() {
     let mut plan = plan_of(&mini(1, true)).unwrap();
     let counts = precision::assign(&mut plan, Precision::F16, &HashMap::new());

@@ -1,0 +1,58 @@
+//! Elementwise steps: the planner's fused chains (one generated kernel per chain, inputs
+//! broadcast by strides).
+
+use std::collections::HashMap;
+
+use super::{DeviceExecutor, Slot, step_err};
+use crate::tts::cuda::device::GpuError;
+use crate::tts::cuda::device::memory::{self, DevTensor, Params, dims, strides};
+use crate::tts::cuda::ops::broadcast;
+use crate::tts::cuda::program::op::Op;
+use crate::tts::cuda::program::{Step, ValueId};
+use crate::tts::cuda::tensor::numel;
+
+impl DeviceExecutor {
+    /// Runs a elementwise step on the device; `None` when this case has no device kernel.
+    pub(super) fn fused_step(
+        &mut self,
+        i: usize,
+        s: &Step,
+        slots: &mut HashMap<ValueId, Slot>,
+    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+        let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
+        let st = self.stream();
+        Ok(Some(match &s.op {
+            Op::Fused(_) => {
+                let mut ins = Vec::new();
+                for k in 0..s.inputs.len() {
+                    ins.push(self.in_dev(slots, s, k)?);
+                }
+                let shapes: Vec<&[usize]> = ins.iter().map(|t| t.shape.as_slice()).collect();
+                let shape = broadcast::broadcast_shape(&shapes).map_err(e)?;
+                let dtype = self.plan.values[s.outputs[0]].dtype;
+                let out = memory::empty(st, dtype, shape.clone())?;
+                let mut p = Params::new();
+                p.push(numel(&shape) as i64)
+                    .push(dims(&shape)?)
+                    .push(out.ptr());
+                for t in &ins {
+                    let bs: Vec<isize> = broadcast::broadcast_strides(&t.shape, &shape)
+                        .iter()
+                        .map(|&v| v as isize)
+                        .collect();
+                    p.push(t.ptr())
+                        .push(strides(&bs))
+                        .push(i32::from(t.shape == shape));
+                }
+                let name = self
+                    .fused
+                    .get(&i)
+                    .cloned()
+                    .ok_or_else(|| step_err(i, s, "no kernel"))?;
+                p.launch(self.f(&name)?, st, numel(&shape))?;
+                vec![out]
+            }
+            _ => return Ok(None),
+        }))
+    }
+}

@@ -1,0 +1,416 @@
+//! Matrix steps: MatMul and convolutions through cuBLAS GEMMs in the step's precision (im2col
+//! or a cast first; FP16 operands with FP32 accumulation; INT8 with INT32 accumulation, dequantised
+//! per output channel), depthwise convolutions with their own kernel, ConvTranspose as GEMM +
+//! col2im.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+
+use cudarc::cublas::sys::{
+    cublasComputeType_t as Compute, cublasGemmAlgo_t, cublasOperation_t as OpT,
+    cudaDataType_t as Dt,
+};
+
+use super::{DeviceExecutor, Slot, step_err};
+use crate::tts::cuda::device::GpuError;
+use crate::tts::cuda::device::memory::{self, DevTensor, Params};
+use crate::tts::cuda::ops::{broadcast, linalg};
+use crate::tts::cuda::program::op::{ConvSpec, Op, Precision};
+use crate::tts::cuda::program::{Step, ValueId};
+use crate::tts::cuda::tensor::{DType, numel};
+
+impl DeviceExecutor {
+    /// Runs a linalg step on the device; `None` when this case has no device kernel.
+    pub(super) fn linalg_step(
+        &mut self,
+        i: usize,
+        s: &Step,
+        slots: &mut HashMap<ValueId, Slot>,
+    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+        Ok(Some(match &s.op {
+            Op::MatMul => {
+                let a = self.in_dev(slots, s, 0)?;
+                let b = self.in_dev(slots, s, 1)?;
+                vec![
+                    self.matmul(&a, &b)
+                        .map_err(|m| step_err(i, s, m.to_string()))?,
+                ]
+            }
+            Op::Conv(spec) => {
+                let x = self.in_dev(slots, s, 0)?;
+                let w = self.in_dev(slots, s, 1)?;
+                vec![
+                    self.conv(i, &x, &w, spec)
+                        .map_err(|m| step_err(i, s, m.to_string()))?,
+                ]
+            }
+            Op::ConvTranspose(spec) => {
+                let x = self.in_dev(slots, s, 0)?;
+                let w = self.in_dev(slots, s, 1)?;
+                vec![
+                    self.conv_transpose(i, &x, &w, spec)
+                        .map_err(|m| step_err(i, s, m.to_string()))?,
+                ]
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Row-major `C[b] = A[b] · B[b]` through cuBLAS (column-major: Cᵀ = Bᵀ·Aᵀ).
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        (a, a_t, a_ld, a_stride): (u64, Dt, usize, usize),
+        a_trans: bool,
+        (b, b_t, b_ld, b_stride): (u64, Dt, usize, usize),
+        (c, c_t, c_ld, c_stride): (u64, Dt, usize, usize),
+        batch: usize,
+    ) -> Result<(), GpuError> {
+        let int = c_t == Dt::CUDA_R_32I;
+        let (one_f, zero_f) = (1.0f32, 0.0f32);
+        let (one_i, zero_i) = (1i32, 0i32);
+        let (alpha, beta): (*const c_void, *const c_void) = if int {
+            (
+                (&one_i as *const i32).cast(),
+                (&zero_i as *const i32).cast(),
+            )
+        } else {
+            (
+                (&one_f as *const f32).cast(),
+                (&zero_f as *const f32).cast(),
+            )
+        };
+        let compute = if int {
+            Compute::CUBLAS_COMPUTE_32I
+        } else {
+            Compute::CUBLAS_COMPUTE_32F
+        };
+        // SAFETY: pointers address device buffers sized by the callers for these dimensions;
+        // alpha/beta live until the call returns (host pointer mode).
+        unsafe {
+            cudarc::cublas::result::gemm_strided_batched_ex(
+                self.gpu.blas,
+                if a_trans {
+                    OpT::CUBLAS_OP_T
+                } else {
+                    OpT::CUBLAS_OP_N
+                },
+                OpT::CUBLAS_OP_N,
+                m as i32,
+                n as i32,
+                k as i32,
+                alpha,
+                a as *const c_void,
+                a_t,
+                a_ld as i32,
+                a_stride as i64,
+                b as *const c_void,
+                b_t,
+                b_ld as i32,
+                b_stride as i64,
+                beta,
+                c as *mut c_void,
+                c_t,
+                c_ld as i32,
+                c_stride as i64,
+                batch as i32,
+                compute,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn matmul(&self, a: &DevTensor, b: &DevTensor) -> Result<DevTensor, GpuError> {
+        let (ra, rb) = (a.shape.len(), b.shape.len());
+        if ra < 2 || rb < 2 {
+            return Err(GpuError::Other("MatMul of vectors runs on the host".into()));
+        }
+        let (m, k) = (a.shape[ra - 2], a.shape[ra - 1]);
+        let (k2, n) = (b.shape[rb - 2], b.shape[rb - 1]);
+        if k != k2 {
+            return Err(GpuError::Other(format!(
+                "MatMul {:?} × {:?}",
+                a.shape, b.shape
+            )));
+        }
+        let (ab, bb) = (&a.shape[..ra - 2], &b.shape[..rb - 2]);
+        let batch_shape =
+            broadcast::broadcast_shape(&[ab, bb]).map_err(|e| GpuError::Other(e.0))?;
+        let nb = numel(&batch_shape);
+        // Each side is either the full batch or one matrix shared by all (stride 0).
+        let trim =
+            |s: &[usize]| -> Vec<usize> { s.iter().copied().skip_while(|&d| d == 1).collect() };
+        let full = trim(&batch_shape);
+        let stride_of = |own: &[usize], size: usize| -> Result<usize, GpuError> {
+            if numel(own) == 1 {
+                Ok(0)
+            } else if trim(own) == full {
+                Ok(size)
+            } else {
+                Err(GpuError::Other(
+                    "MatMul batch broadcast not supported on the device".into(),
+                ))
+            }
+        };
+        let (sa, sb) = (stride_of(ab, m * k)?, stride_of(bb, k * n)?);
+        let mut shape = batch_shape;
+        shape.extend([m, n]);
+        let out = memory::empty(self.stream(), DType::F32, shape)?;
+        self.gemm(
+            (n, m, k),
+            (b.ptr(), Dt::CUDA_R_32F, n, sb),
+            false,
+            (a.ptr(), Dt::CUDA_R_32F, k, sa),
+            (out.ptr(), Dt::CUDA_R_32F, n, m * n),
+            nb,
+        )?;
+        Ok(out)
+    }
+
+    /// The GEMM operand of a convolution input: im2col (or a cast) in the step's precision.
+    #[allow(clippy::too_many_arguments)]
+    fn operand(
+        &self,
+        x: &DevTensor,
+        k: usize,
+        t_out: usize,
+        spec: &ConvSpec,
+        tn: bool,
+    ) -> Result<DevTensor, GpuError> {
+        let (b, cin, t) = (x.shape[0], x.shape[1], x.shape[2]);
+        let rows = cin * k;
+        let n = b * rows * t_out;
+        let (name, size) = match spec.precision {
+            Precision::F32 => ("im2col_f32", 4),
+            Precision::F16 => ("im2col_f16", 2),
+            Precision::I8 => ("im2col_i8", 1),
+        };
+        let st = self.stream();
+        let col = DevTensor {
+            buf: memory::alloc(st, n * size)?,
+            shape: vec![b, rows, t_out],
+            dtype: DType::F32,
+        };
+        let inv = 1.0 / crate::tts::cuda::quant::scale(spec.input_amax.unwrap_or(0.0));
+        let mut p = Params::new();
+        p.push(n as i64)
+            .push(col.ptr())
+            .push(x.ptr())
+            .push(cin as i64)
+            .push(t as i64)
+            .push(k as i64)
+            .push(t_out as i64)
+            .push(spec.stride as i64)
+            .push(spec.dilation as i64)
+            .push(spec.pad_begin as i64)
+            .push(i32::from(tn))
+            .push(inv);
+        p.launch(self.f(name)?, st, n)?;
+        Ok(col)
+    }
+
+    fn dtype_of(p: Precision) -> Dt {
+        match p {
+            Precision::F32 => Dt::CUDA_R_32F,
+            Precision::F16 => Dt::CUDA_R_16F,
+            Precision::I8 => Dt::CUDA_R_8I,
+        }
+    }
+
+    /// `acc` is `[items][rows][cols]`; row `r` has weight scale `r / rows_per_scale`.
+    fn dequant(
+        &self,
+        step: usize,
+        acc: &DevTensor,
+        (rows, cols, rows_per_scale): (usize, usize, usize),
+        spec: &ConvSpec,
+        out: &DevTensor,
+    ) -> Result<(), GpuError> {
+        let ws = self
+            .wscales
+            .get(&step)
+            .ok_or_else(|| GpuError::Other("INT8 step without weight scales".into()))?;
+        let n = out.len();
+        let mut p = Params::new();
+        p.push(n as i64)
+            .push(out.ptr())
+            .push(acc.ptr())
+            .push(rows as i64)
+            .push(cols as i64)
+            .push(rows_per_scale as i64)
+            .push(ws.ptr())
+            .push(crate::tts::cuda::quant::scale(
+                spec.input_amax.unwrap_or(0.0),
+            ));
+        p.launch(self.f("dequant_i32")?, self.stream(), n)
+    }
+
+    fn conv(
+        &self,
+        step: usize,
+        x: &DevTensor,
+        w: &DevTensor,
+        spec: &ConvSpec,
+    ) -> Result<DevTensor, GpuError> {
+        if x.shape.len() != 3 || w.shape.len() != 3 {
+            return Err(GpuError::Other("only 1-D convolutions".into()));
+        }
+        let (b, cin, t) = (x.shape[0], x.shape[1], x.shape[2]);
+        let (cout, cig, k) = (w.shape[0], w.shape[1], w.shape[2]);
+        let t_out = linalg::conv_out_len(t, k, spec).map_err(|e| GpuError::Other(e.0))?;
+        let st = self.stream();
+        let out = memory::empty(st, DType::F32, vec![b, cout, t_out])?;
+        if spec.group != 1 {
+            if cig != 1 || spec.group != cin || cout % cin != 0 {
+                return Err(GpuError::Other(
+                    "grouped convolutions other than depthwise".into(),
+                ));
+            }
+            let mut p = Params::new();
+            p.push(out.len() as i64)
+                .push(out.ptr())
+                .push(x.ptr())
+                .push(w.ptr())
+                .push(cin as i64)
+                .push((cout / cin) as i64)
+                .push(t as i64)
+                .push(k as i64)
+                .push(t_out as i64)
+                .push(spec.stride as i64)
+                .push(spec.dilation as i64)
+                .push(spec.pad_begin as i64);
+            p.launch(self.f("dwconv_f32")?, st, out.len())?;
+            return Ok(out);
+        }
+        if cig != cin {
+            return Err(GpuError::Other(format!(
+                "Conv weights {:?} for input {:?}",
+                w.shape, x.shape
+            )));
+        }
+        let rows = cin * k;
+        let direct = spec.precision == Precision::F32
+            && k == 1
+            && spec.stride == 1
+            && spec.pad_begin == 0
+            && spec.pad_end == 0;
+        match spec.precision {
+            Precision::F32 | Precision::F16 => {
+                let col = if direct {
+                    None
+                } else {
+                    Some(self.operand(x, k, t_out, spec, false)?)
+                };
+                let a = col.as_ref().map_or(x.ptr(), DevTensor::ptr);
+                let dt = Self::dtype_of(spec.precision);
+                self.gemm(
+                    (t_out, cout, rows),
+                    (a, dt, t_out, rows * t_out),
+                    false,
+                    (w.ptr(), dt, rows, 0),
+                    (out.ptr(), Dt::CUDA_R_32F, t_out, cout * t_out),
+                    b,
+                )?;
+            }
+            Precision::I8 => {
+                let col = self.operand(x, k, t_out, spec, true)?;
+                let acc = memory::empty(st, DType::F32, vec![b, cout, t_out])?;
+                self.gemm(
+                    (t_out, cout, rows),
+                    (col.ptr(), Dt::CUDA_R_8I, rows, rows * t_out),
+                    true,
+                    (w.ptr(), Dt::CUDA_R_8I, rows, 0),
+                    (acc.ptr(), Dt::CUDA_R_32I, t_out, cout * t_out),
+                    b,
+                )?;
+                self.dequant(step, &acc, (cout, t_out, 1), spec, &out)?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn conv_transpose(
+        &self,
+        step: usize,
+        x: &DevTensor,
+        w: &DevTensor,
+        spec: &ConvSpec,
+    ) -> Result<DevTensor, GpuError> {
+        if x.shape.len() != 3 || w.shape.len() != 2 || spec.group != 1 {
+            return Err(GpuError::Other("only 1-D ungrouped ConvTranspose".into()));
+        }
+        let (b, cin, t) = (x.shape[0], x.shape[1], x.shape[2]);
+        let (ck, wcin) = (w.shape[0], w.shape[1]);
+        let k = spec.kernel.max(1);
+        if wcin != cin || ck % k != 0 || t == 0 {
+            return Err(GpuError::Other(format!(
+                "ConvTranspose weights {:?} for input {:?}",
+                w.shape, x.shape
+            )));
+        }
+        let cout = ck / k;
+        let full = (t - 1) * spec.stride + spec.dilation * (k - 1) + 1;
+        let t_out = full
+            .checked_sub(spec.pad_begin + spec.pad_end)
+            .ok_or_else(|| GpuError::Other("ConvTranspose pads exceed its output".into()))?;
+        let st = self.stream();
+        let z = memory::empty(st, DType::F32, vec![b, ck, t])?;
+        let unit = ConvSpec {
+            stride: 1,
+            dilation: 1,
+            pad_begin: 0,
+            pad_end: 0,
+            ..spec.clone()
+        };
+        match spec.precision {
+            Precision::F32 => self.gemm(
+                (t, ck, cin),
+                (x.ptr(), Dt::CUDA_R_32F, t, cin * t),
+                false,
+                (w.ptr(), Dt::CUDA_R_32F, cin, 0),
+                (z.ptr(), Dt::CUDA_R_32F, t, ck * t),
+                b,
+            )?,
+            Precision::F16 => {
+                let xh = self.operand(x, 1, t, &unit, false)?;
+                self.gemm(
+                    (t, ck, cin),
+                    (xh.ptr(), Dt::CUDA_R_16F, t, cin * t),
+                    false,
+                    (w.ptr(), Dt::CUDA_R_16F, cin, 0),
+                    (z.ptr(), Dt::CUDA_R_32F, t, ck * t),
+                    b,
+                )?;
+            }
+            Precision::I8 => {
+                let xq = self.operand(x, 1, t, &unit, true)?;
+                let acc = memory::empty(st, DType::F32, vec![b, ck, t])?;
+                self.gemm(
+                    (t, ck, cin),
+                    (xq.ptr(), Dt::CUDA_R_8I, cin, cin * t),
+                    true,
+                    (w.ptr(), Dt::CUDA_R_8I, cin, 0),
+                    (acc.ptr(), Dt::CUDA_R_32I, t, ck * t),
+                    b,
+                )?;
+                self.dequant(step, &acc, (ck, t, k), spec, &z)?;
+            }
+        }
+        let out = memory::empty(st, DType::F32, vec![b, cout, t_out])?;
+        let mut p = Params::new();
+        p.push(out.len() as i64)
+            .push(out.ptr())
+            .push(z.ptr())
+            .push(cout as i64)
+            .push(k as i64)
+            .push(t as i64)
+            .push(t_out as i64)
+            .push(spec.stride as i64)
+            .push(spec.dilation as i64)
+            .push(spec.pad_begin as i64);
+        p.launch(self.f("col2im_f32")?, st, out.len())?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,599 @@
+//! The device executor: runs a plan on the GPU, step by step, on one stream.
+//!
+//! Input: an engine's plan, its compiled module and a [`Feed`]. Output: the plan's [`Outputs`].
+//! Float tensors live on the device; shape arithmetic (int64 tensors derived from shapes) runs on
+//! the host with the reference kernels, and values cross over only when an op needs them on the
+//! other side (e.g. the frame count that sizes the decoder: one sync per batch, plus the duration
+//! predictor's data-dependent `NonZero`s). Convolutions are im2col + cuBLAS GEMMs in the step's
+//! precision: FP32; FP16 operands with FP32 accumulation (tensor cores); INT8 operands with INT32
+//! accumulation, dequantised per output channel.
+//!
+//! This file holds the executor (values, host↔device moves, the run loop) and the dispatcher;
+//! each op family's device code is in its own file: `elementwise` (fused chains), `movement`
+//! (reshapes, views, Concat, Pad), `index` (Gather*, ScatterND), `source` (ConstantOfShape,
+//! RandomNormalLike), `reduce` (CumSum, Reduce, Softmax), `linalg` (MatMul, Conv, ConvTranspose,
+//! the cuBLAS GEMM), and `graph` (CUDA graphs over the static stretches of a run).
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::{CudaFunction, CudaModule};
+use half::f16;
+
+use super::memory::{self, DevTensor};
+use super::{Gpu, GpuError};
+use crate::tts::cuda::io::{Feed, Outputs};
+use crate::tts::cuda::ops;
+use crate::tts::cuda::program::cost::{Work, step_macs};
+use crate::tts::cuda::program::op::{Op, Precision};
+use crate::tts::cuda::program::{Plan, Step, ValueId};
+use crate::tts::cuda::tensor::{DType, Tensor};
+
+use super::kernels::{module_source, type_suffix};
+
+mod elementwise;
+mod graph;
+mod index;
+mod linalg;
+mod movement;
+mod reduce;
+mod source;
+
+pub use graph::{GraphStats, from_env as graphs_from_env, padded_width};
+
+/// Where a value is: host, device, or both (after a copy, which is kept).
+#[derive(Clone)]
+enum Slot {
+    Host(Tensor),
+    Dev(DevTensor),
+    Both(Tensor, DevTensor),
+}
+
+pub use crate::tts::cuda::reference::{Hook, Hooks};
+
+pub struct DeviceExecutor {
+    pub plan: Plan,
+    _module: Arc<CudaModule>,
+    funcs: HashMap<String, CudaFunction>,
+    fused: HashMap<usize, String>,
+    consts: HashMap<ValueId, DevTensor>,
+    wscales: HashMap<usize, DevTensor>,
+    last_use: Vec<usize>,
+    seed: u64,
+    /// Device→host copies in the last run (each one waits for the stream).
+    pub syncs: usize,
+    /// When set, every step waits for the GPU and its time is added here under its op kind
+    /// (convolutions also by precision): where the time goes, at the price of speed.
+    pub profile: Option<HashMap<String, (usize, f64)>>,
+    /// Matrix work of every run so far, counted at the shapes each step saw.
+    pub work: Work,
+    graphs: graph::Graphs,
+    /// Set while a graph is captured: what the segment reads from before its start.
+    capture_log: Option<graph::CaptureLog>,
+    /// Whether the current step copied between host and device in a way a graph cannot hold
+    /// (a download, or an upload of a value that depends on the batch's data).
+    moved: bool,
+    /// Values of this run that depend on the batch's data (the feed, downloads, and what is
+    /// computed from them; a `Shape` is not): uploading one breaks a graph, uploading any other
+    /// host value (shape arithmetic) does not.
+    tainted: HashSet<ValueId>,
+    /// Last, so it is dropped last: every buffer and graph above is freed on its stream.
+    pub gpu: Gpu,
+}
+
+fn step_err(i: usize, s: &Step, msg: impl Into<String>) -> GpuError {
+    GpuError::Step {
+        index: i,
+        op: s.op.name(),
+        name: s.name.clone(),
+        msg: msg.into(),
+    }
+}
+
+fn slot_shape(s: &Slot) -> &[usize] {
+    match s {
+        Slot::Dev(d) => &d.shape,
+        Slot::Host(t) | Slot::Both(t, _) => &t.shape,
+    }
+}
+
+/// ConvTranspose weights `[in, out·k]` → `[out·k, in]`, the GEMM's B operand.
+fn transpose_weight(w: &Tensor) -> Tensor {
+    let (cin, rest) = (w.shape[0], w.shape[1] * w.shape[2]);
+    let v = w.as_f32().unwrap_or(&[]);
+    let mut t = vec![0.0f32; v.len()];
+    for i in 0..cin {
+        for j in 0..rest {
+            t[j * cin + i] = v[i * rest + j];
+        }
+    }
+    Tensor::f32(vec![rest, cin], t)
+}
+
+impl DeviceExecutor {
+    /// Loads the module, uploads the constants (weights in their device form).
+    pub fn new(gpu: Gpu, plan: Plan, cubin: Vec<u8>) -> Result<DeviceExecutor, GpuError> {
+        let module = gpu
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
+        let (_, fused) = module_source(&plan);
+        let mut funcs = HashMap::new();
+        let mut names: Vec<String> = fused.values().cloned().collect();
+        for base in [
+            "view",
+            "place",
+            "pad",
+            "fill",
+            "gather",
+            "gather_elements",
+            "gather_nd",
+            "scatter_nd",
+        ] {
+            for t in [DType::F32, DType::I64, DType::Bool] {
+                names.push(format!("{base}_{}", type_suffix(t)));
+            }
+        }
+        for n in [
+            "cumsum_f32",
+            "cumsum_i64",
+            "reduce_f32",
+            "reduce_i64",
+            "softmax_f32",
+            "im2col_f32",
+            "im2col_f16",
+            "im2col_i8",
+            "col2im_f32",
+            "dequant_i32",
+            "dwconv_f32",
+            "randn_f32",
+        ] {
+            names.push(n.to_owned());
+        }
+        for n in names {
+            if let Entry::Vacant(slot) = funcs.entry(n) {
+                let f = module.load_function(slot.key())?;
+                slot.insert(f);
+            }
+        }
+        let stream = gpu.stream.cu_stream();
+        let mut consts = HashMap::new();
+        let mut wscales = HashMap::new();
+        let mut weight_of: HashMap<ValueId, (Precision, bool)> = HashMap::new();
+        for (i, s) in plan.steps.iter().enumerate() {
+            if let (Op::Conv(c) | Op::ConvTranspose(c), Some(Some(w))) = (&s.op, s.inputs.get(1)) {
+                let transposed = matches!(s.op, Op::ConvTranspose(_));
+                weight_of.insert(
+                    *w,
+                    (
+                        if c.group == 1 {
+                            c.precision
+                        } else {
+                            Precision::F32
+                        },
+                        transposed,
+                    ),
+                );
+                if let Some(sc) = &c.weight_scales {
+                    wscales.insert(
+                        i,
+                        memory::upload(stream, &Tensor::f32(vec![sc.len()], sc.clone()))?,
+                    );
+                }
+            }
+        }
+        for (id, t) in &plan.constants {
+            let dev = match weight_of.get(id) {
+                Some(&(p, transposed)) => {
+                    let w = if transposed {
+                        transpose_weight(t)
+                    } else {
+                        t.clone()
+                    };
+                    let v = w.as_f32().map_err(|e| GpuError::Other(e.0))?;
+                    let (bytes, dtype): (Vec<u8>, DType) = match p {
+                        Precision::F32 => (memory::host_bytes(&w), DType::F32),
+                        Precision::F16 => (
+                            v.iter()
+                                .flat_map(|x| f16::from_f32(*x).to_bits().to_le_bytes())
+                                .collect(),
+                            DType::F32,
+                        ),
+                        Precision::I8 => (v.iter().map(|x| *x as i8 as u8).collect(), DType::F32),
+                    };
+                    DevTensor {
+                        buf: memory::upload_bytes(stream, &bytes)?,
+                        shape: w.shape.clone(),
+                        dtype,
+                    }
+                }
+                None => memory::upload(stream, t)?,
+            };
+            consts.insert(*id, dev);
+        }
+        gpu.sync()?;
+        let last_use = plan.last_uses();
+        let graphs = graph::Graphs::new(&plan);
+        Ok(DeviceExecutor {
+            gpu,
+            plan,
+            _module: module,
+            funcs,
+            fused,
+            consts,
+            wscales,
+            last_use,
+            seed: 0x7a1c,
+            syncs: 0,
+            profile: None,
+            work: Work::default(),
+            graphs,
+            capture_log: None,
+            moved: false,
+            tainted: HashSet::new(),
+        })
+    }
+
+    fn stream(&self) -> CUstream {
+        self.gpu.stream.cu_stream()
+    }
+
+    fn f(&self, name: &str) -> Result<&CudaFunction, GpuError> {
+        self.funcs
+            .get(name)
+            .ok_or_else(|| GpuError::Other(format!("kernel {name} missing from the engine")))
+    }
+
+    /// The value on the host (copying it down if it only lives on the device).
+    fn host(&mut self, slots: &mut HashMap<ValueId, Slot>, v: ValueId) -> Result<Tensor, GpuError> {
+        if let Some(t) = self.plan.constants.get(&v) {
+            return Ok(t.clone());
+        }
+        let slot = slots
+            .get(&v)
+            .ok_or_else(|| GpuError::Other(format!("value {v} not computed")))?;
+        match slot {
+            Slot::Host(t) | Slot::Both(t, _) => {
+                if let Some(log) = self.capture_log.as_mut() {
+                    log.read_host(v, t);
+                }
+                Ok(t.clone())
+            }
+            Slot::Dev(d) => {
+                if self.capture_log.is_some() {
+                    return Err(GpuError::CaptureBreak);
+                }
+                let d = d.clone();
+                let t = memory::download(self.stream(), &d)?;
+                self.syncs += 1;
+                self.moved = true;
+                self.tainted.insert(v);
+                slots.insert(v, Slot::Both(t.clone(), d));
+                Ok(t)
+            }
+        }
+    }
+
+    /// The value on the device (copying it up if it only lives on the host).
+    fn dev(
+        &mut self,
+        slots: &mut HashMap<ValueId, Slot>,
+        v: ValueId,
+    ) -> Result<DevTensor, GpuError> {
+        if let Some(d) = self.consts.get(&v) {
+            return Ok(d.clone());
+        }
+        let slot = slots
+            .get(&v)
+            .ok_or_else(|| GpuError::Other(format!("value {v} not computed")))?;
+        match slot {
+            Slot::Dev(d) | Slot::Both(_, d) => {
+                if let Some(log) = self.capture_log.as_mut() {
+                    log.read_dev(v);
+                }
+                Ok(d.clone())
+            }
+            Slot::Host(t) => {
+                let data_dependent = self.tainted.contains(&v);
+                let t = t.clone();
+                let d = match (self.capture_log.as_mut(), data_dependent) {
+                    (Some(_), true) => return Err(GpuError::CaptureBreak),
+                    // Shape arithmetic: the same at every replay of this graph (a value from
+                    // before the segment is checked at each replay, like any host read).
+                    (Some(log), false) => {
+                        log.read_host(v, &t);
+                        memory::upload_sync(self.stream(), &t)?
+                    }
+                    (None, _) => {
+                        self.moved |= data_dependent;
+                        memory::upload(self.stream(), &t)?
+                    }
+                };
+                slots.insert(v, Slot::Both(t, d.clone()));
+                Ok(d)
+            }
+        }
+    }
+
+    /// A live value's shape, wherever it is.
+    fn shape_of(&self, slots: &HashMap<ValueId, Slot>, v: ValueId) -> Option<Vec<usize>> {
+        match (slots.get(&v), self.consts.get(&v)) {
+            (Some(s), _) => Some(slot_shape(s).to_vec()),
+            (None, Some(d)) => Some(d.shape.clone()),
+            (None, None) => self.plan.constants.get(&v).map(|t| t.shape.clone()),
+        }
+    }
+
+    fn on_device(&self, slots: &HashMap<ValueId, Slot>, v: ValueId) -> bool {
+        !self.plan.constants.contains_key(&v)
+            && matches!(slots.get(&v), Some(Slot::Dev(_) | Slot::Both(..)))
+    }
+
+    /// Turns CUDA graphs on or off for later runs (captured graphs are kept).
+    pub fn set_graphs(&mut self, on: bool) {
+        self.graphs.on = on;
+    }
+
+    pub fn graphs_on(&self) -> bool {
+        self.graphs.on
+    }
+
+    pub fn graph_stats(&self) -> GraphStats {
+        self.graphs.stats
+    }
+
+    pub fn run(&mut self, feed: &Feed, mut hooks: Hooks<'_>) -> Result<Outputs, GpuError> {
+        let steps = std::mem::take(&mut self.plan.steps);
+        let out = self.run_steps(&steps, feed, &mut hooks);
+        self.plan.steps = steps;
+        out
+    }
+
+    fn run_steps(
+        &mut self,
+        steps: &[Step],
+        feed: &Feed,
+        hooks: &mut Hooks<'_>,
+    ) -> Result<Outputs, GpuError> {
+        self.syncs = 0;
+        let mut slots: HashMap<ValueId, Slot> = HashMap::new();
+        let inputs = self.plan.inputs;
+        self.tainted.clear();
+        self.tainted
+            .extend([inputs.ids, inputs.lengths, inputs.scales]);
+        self.tainted.extend(inputs.speaker);
+        slots.insert(inputs.ids, Slot::Host(feed.ids.clone()));
+        slots.insert(inputs.lengths, Slot::Host(feed.lengths.clone()));
+        slots.insert(inputs.scales, Slot::Host(feed.scales.clone()));
+        if let Some(s) = inputs.speaker {
+            slots.insert(s, Slot::Host(feed.speaker.clone()));
+        }
+        let mut rng = fastrand::Rng::with_seed(self.seed);
+        // Graphs replace the static stretches before the first device→host copy; tracing and
+        // profiling need every step, so they run eagerly.
+        let graphs = self.graphs.on
+            && self.profile.is_none()
+            && hooks.conv_input.is_none()
+            && hooks.step_output.is_none();
+        let mut i = 0;
+        while i < steps.len() {
+            if graphs
+                && self.syncs == 0
+                && let Some(end) = self.graphs.segment(i)
+                && self.run_segment(steps, (i, end), &mut slots, &mut rng)?
+            {
+                i = end;
+                continue;
+            }
+            self.step_eager(i, &steps[i], &mut slots, &mut rng, Some(hooks))?;
+            if graphs {
+                self.graphs.stats.eager_steps += 1;
+            }
+            i += 1;
+        }
+        let o = self.plan.outputs;
+        let audio = self.host(&mut slots, o.audio)?;
+        let durations = self.host(&mut slots, o.durations)?;
+        let frames = self.host(&mut slots, o.frames)?;
+        self.seed = self.seed.wrapping_add(1);
+        Ok(Outputs {
+            audio,
+            durations,
+            frames,
+        })
+    }
+
+    /// Runs one step now (or into the graph being captured), frees what it used last and
+    /// learns whether it moves data between host and device.
+    fn step_eager(
+        &mut self,
+        i: usize,
+        step: &Step,
+        slots: &mut HashMap<ValueId, Slot>,
+        rng: &mut fastrand::Rng,
+        hooks: Option<&mut Hooks<'_>>,
+    ) -> Result<(), GpuError> {
+        self.moved = false;
+        let mut hooks = hooks;
+        if let (Some(h), Op::Conv(_) | Op::ConvTranspose(_), Some(Some(x))) = (
+            hooks.as_mut().and_then(|h| h.conv_input.as_mut()),
+            &step.op,
+            step.inputs.first(),
+        ) {
+            let t = self.host(slots, *x)?;
+            h(i, &t);
+        }
+        let started = self.profile.is_some().then(Instant::now);
+        let shapes: Vec<Option<Vec<usize>>> = match step.op {
+            Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul => step
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| self.shape_of(slots, v)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let outs = self.step(i, step, slots, rng)?;
+        if let Some(o) = outs.first().filter(|_| !shapes.is_empty()) {
+            let ins: Vec<Option<&[usize]>> = shapes.iter().map(Option::as_deref).collect();
+            self.work.macs += step_macs(&step.op, &ins, slot_shape(o));
+        }
+        if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
+            self.gpu.sync()?;
+            let key = match &step.op {
+                Op::Conv(c) | Op::ConvTranspose(c) => {
+                    format!("{} {:?}", step.op.name(), c.precision)
+                }
+                op => op.name().to_owned(),
+            };
+            if let Some(p) = self.profile.as_mut() {
+                let e = p.entry(key).or_default();
+                e.0 += 1;
+                e.1 += t.elapsed().as_secs_f64();
+            }
+        }
+        for v in step.inputs.iter().flatten() {
+            if self.last_use[*v] == i {
+                slots.remove(v);
+            }
+        }
+        let tainted = !matches!(step.op, Op::Shape)
+            && step
+                .inputs
+                .iter()
+                .flatten()
+                .any(|v| self.tainted.contains(v));
+        for (id, s) in step.outputs.iter().zip(outs) {
+            slots.insert(*id, s);
+            if tainted {
+                self.tainted.insert(*id);
+            }
+        }
+        if let Some(h) = hooks.and_then(|h| h.step_output.as_mut()) {
+            for o in &step.outputs {
+                let t = self.host(slots, *o)?;
+                h(i, &t);
+            }
+        }
+        if self.moved {
+            self.graphs.mark_boundary(i);
+        }
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        i: usize,
+        s: &Step,
+        slots: &mut HashMap<ValueId, Slot>,
+        rng: &mut fastrand::Rng,
+    ) -> Result<Vec<Slot>, GpuError> {
+        let out_dtype = s.outputs.first().map(|&o| self.plan.values[o].dtype);
+        let data_on_device = s.inputs.iter().flatten().any(|&v| self.on_device(slots, v));
+        let capable = !matches!(s.op, Op::Shape | Op::NonZero | Op::Range);
+        if capable
+            && (out_dtype == Some(DType::F32) || data_on_device)
+            && let Some(outs) = self.device_step(i, s, slots)?
+        {
+            return Ok(outs.into_iter().map(Slot::Dev).collect());
+        }
+        if let (Op::Shape, Some(Some(x))) = (&s.op, s.inputs.first()) {
+            let shape = match slots.get(x) {
+                Some(Slot::Dev(d)) => d.shape.clone(),
+                Some(Slot::Host(t) | Slot::Both(t, _)) => t.shape.clone(),
+                None => self
+                    .plan
+                    .constants
+                    .get(x)
+                    .map(|t| t.shape.clone())
+                    .unwrap_or_default(),
+            };
+            return Ok(vec![Slot::Host(Tensor::i64(
+                vec![shape.len()],
+                shape.iter().map(|&d| d as i64).collect(),
+            ))]);
+        }
+        let mut ins = Vec::with_capacity(s.inputs.len());
+        for v in &s.inputs {
+            ins.push(match v {
+                Some(v) => Some(self.host(slots, *v)?),
+                None => None,
+            });
+        }
+        let refs: Vec<Option<&Tensor>> = ins.iter().map(Option::as_ref).collect();
+        let outs = ops::run(&s.op, &refs, rng).map_err(|e| step_err(i, s, e.0))?;
+        Ok(outs.into_iter().map(Slot::Host).collect())
+    }
+
+    fn in_dev(
+        &mut self,
+        slots: &mut HashMap<ValueId, Slot>,
+        s: &Step,
+        k: usize,
+    ) -> Result<DevTensor, GpuError> {
+        let v = s
+            .inputs
+            .get(k)
+            .copied()
+            .flatten()
+            .ok_or_else(|| GpuError::Other(format!("{} needs input {k}", s.op.name())))?;
+        self.dev(slots, v)
+    }
+
+    fn in_host(
+        &mut self,
+        slots: &mut HashMap<ValueId, Slot>,
+        s: &Step,
+        k: usize,
+    ) -> Result<Option<Tensor>, GpuError> {
+        match s.inputs.get(k).copied().flatten() {
+            Some(v) => Ok(Some(self.host(slots, v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn ints(
+        &mut self,
+        slots: &mut HashMap<ValueId, Slot>,
+        s: &Step,
+        k: usize,
+    ) -> Result<Vec<i64>, GpuError> {
+        let t = self
+            .in_host(slots, s, k)?
+            .ok_or_else(|| GpuError::Other(format!("{} needs input {k}", s.op.name())))?;
+        t.ints().map_err(|e| GpuError::Other(e.0))
+    }
+
+    /// Runs a step on the device, by op family; `None` when this case has no device kernel (the
+    /// host runs it).
+    fn device_step(
+        &mut self,
+        i: usize,
+        s: &Step,
+        slots: &mut HashMap<ValueId, Slot>,
+    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+        match &s.op {
+            Op::Fused(_) => self.fused_step(i, s, slots),
+            Op::Identity
+            | Op::Reshape { .. }
+            | Op::Unsqueeze
+            | Op::Squeeze
+            | Op::Transpose { .. }
+            | Op::Slice
+            | Op::Split { .. }
+            | Op::Expand
+            | Op::Concat { .. }
+            | Op::Pad => self.movement_step(i, s, slots),
+            Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherND { .. } | Op::ScatterND => {
+                self.index_step(i, s, slots)
+            }
+            Op::ConstantOfShape(_) | Op::RandomNormalLike { .. } => self.source_step(i, s, slots),
+            Op::CumSum { .. } | Op::Reduce { .. } | Op::Softmax { .. } => {
+                self.reduce_step(i, s, slots)
+            }
+            Op::MatMul | Op::Conv(_) | Op::ConvTranspose(_) => self.linalg_step(i, s, slots),
+            _ => Ok(None),
+        }
+    }
+}

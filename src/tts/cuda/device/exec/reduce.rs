@@ -1,0 +1,137 @@
+//! Reductions along axes: CumSum, Reduce (mean, sum, max over contiguous axes) and Softmax.
+
+use std::collections::HashMap;
+
+use super::{DeviceExecutor, Slot, step_err};
+use crate::tts::cuda::device::GpuError;
+use crate::tts::cuda::device::kernels::type_suffix;
+use crate::tts::cuda::device::memory::{self, DevTensor, Params};
+use crate::tts::cuda::program::op::{Op, ReduceKind};
+use crate::tts::cuda::program::{Step, ValueId};
+use crate::tts::cuda::tensor::DType;
+
+impl DeviceExecutor {
+    /// Runs a reduce step on the device; `None` when this case has no device kernel.
+    pub(super) fn reduce_step(
+        &mut self,
+        i: usize,
+        s: &Step,
+        slots: &mut HashMap<ValueId, Slot>,
+    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+        let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
+        let st = self.stream();
+        Ok(Some(match &s.op {
+            Op::CumSum { exclusive, reverse } => {
+                let x = self.in_dev(slots, s, 0)?;
+                if x.dtype == DType::Bool {
+                    return Ok(None);
+                }
+                let axis = self
+                    .in_host(slots, s, 1)?
+                    .ok_or_else(|| step_err(i, s, "axis"))?
+                    .scalar()
+                    .map_err(e)? as i64;
+                let a = crate::tts::cuda::tensor::axis(axis, x.shape.len()).map_err(e)?;
+                let inner: usize = x.shape[a + 1..].iter().product();
+                let outer: usize = x.shape[..a].iter().product();
+                let out = memory::empty(st, x.dtype, x.shape.clone())?;
+                let mut p = Params::new();
+                p.push((outer * inner) as i64)
+                    .push(out.ptr())
+                    .push(x.ptr())
+                    .push(x.shape[a] as i64)
+                    .push(inner.max(1) as i64)
+                    .push(i32::from(*exclusive))
+                    .push(i32::from(*reverse));
+                p.launch(
+                    self.f(&format!("cumsum_{}", type_suffix(x.dtype)))?,
+                    st,
+                    outer * inner,
+                )?;
+                vec![out]
+            }
+            Op::Reduce {
+                kind,
+                axes,
+                keep_dims,
+            } => {
+                let x = self.in_dev(slots, s, 0)?;
+                if x.dtype == DType::Bool {
+                    return Ok(None);
+                }
+                let axes = match axes {
+                    Some(a) => a.clone(),
+                    None => self
+                        .in_host(slots, s, 1)?
+                        .map(|t| t.ints())
+                        .transpose()
+                        .map_err(e)?
+                        .unwrap_or_default(),
+                };
+                let r = x.shape.len();
+                let mut ax: Vec<usize> = if axes.is_empty() {
+                    (0..r).collect()
+                } else {
+                    axes.iter()
+                        .map(|&a| crate::tts::cuda::tensor::axis(a, r))
+                        .collect::<Result<_, _>>()
+                        .map_err(e)?
+                };
+                ax.sort_unstable();
+                ax.dedup();
+                let contiguous = ax.windows(2).all(|w| w[1] == w[0] + 1);
+                if !contiguous || ax.is_empty() {
+                    return Ok(None);
+                }
+                let (a0, a1) = (ax[0], ax[ax.len() - 1]);
+                let outer: usize = x.shape[..a0].iter().product();
+                let dim: usize = x.shape[a0..=a1].iter().product();
+                let inner: usize = x.shape[a1 + 1..].iter().product();
+                let shape: Vec<usize> = (0..r)
+                    .filter_map(|d| {
+                        if ax.contains(&d) {
+                            keep_dims.then_some(1)
+                        } else {
+                            Some(x.shape[d])
+                        }
+                    })
+                    .collect();
+                let out = memory::empty(st, x.dtype, shape)?;
+                let k = match kind {
+                    ReduceKind::Mean => 0,
+                    ReduceKind::Sum => 1,
+                    ReduceKind::Max => 2,
+                };
+                let mut p = Params::new();
+                p.push((outer * inner) as i64)
+                    .push(out.ptr())
+                    .push(x.ptr())
+                    .push(dim as i64)
+                    .push(inner.max(1) as i64)
+                    .push(k);
+                p.launch(
+                    self.f(&format!("reduce_{}", type_suffix(x.dtype)))?,
+                    st,
+                    outer * inner,
+                )?;
+                vec![out]
+            }
+            Op::Softmax { axis } => {
+                let x = self.in_dev(slots, s, 0)?;
+                let a = crate::tts::cuda::tensor::axis(*axis, x.shape.len()).map_err(e)?;
+                let inner: usize = x.shape[a + 1..].iter().product();
+                let outer: usize = x.shape[..a].iter().product();
+                let out = memory::empty(st, DType::F32, x.shape.clone())?;
+                let mut p = Params::new();
+                p.push((outer * inner) as i64)
+                    .push(out.ptr())
+                    .push(x.ptr())
+                    .push(x.shape[a] as i64)
+                    .push(inner.max(1) as i64);
+                p.launch(self.f("softmax_f32")?, st, outer * inner)?;
+                vec![out]
+            }
+            _ => return Ok(None),
+        }))
+    }
+}
