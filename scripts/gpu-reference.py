@@ -221,8 +221,9 @@ def cmd_bench_ort_cuda(a):
               "onnxruntime_file": ort.__file__, "runs": []}
     ref = read_items(a.ref) if a.ref else None
     for search in a.algo_search.split(","):
+        start = t = time.perf_counter()
         sess = ort_cuda_session(model, search)
-        run = {"cudnn_conv_algo_search": search}
+        run = {"cudnn_conv_algo_search": search, "session_seconds": time.perf_counter() - t}
         if ref:
             # Same graph and ids as the CPU reference: durations and SNR say the provider is right.
             got = [run_ort(sess, [s])[0] for s in sents]
@@ -231,9 +232,17 @@ def cmd_bench_ort_cuda(a):
             run["sentences"] = len(sents)
             run["snr_db_min"] = min(snrs) if snrs else None
             run["snr_db_median"] = float(np.median(snrs)) if snrs else None
-        run["rows"] = timed_passes(lambda b: sum(len(p) for p, _ in run_ort(sess, b)), sents,
-                                   a.batches, a.passes, warm_all=True)
-        log(json.dumps(run))
+        run["rows"] = []
+        for n in a.batches:
+            if a.budget and time.perf_counter() - start > a.budget:
+                run["rows"].append({"batch": n, "skipped": f"past --budget {a.budget} s"})
+                continue
+            t = time.perf_counter()
+            row = timed_passes(lambda b: sum(len(p) for p, _ in run_ort(sess, b)), sents,
+                               [n], a.passes, warm_all=True)[0]
+            row["seconds_with_warmup"] = time.perf_counter() - t
+            run["rows"].append(row)
+            log(json.dumps({"cudnn_conv_algo_search": search, **row}))
         report["runs"].append(run)
     return report
 
@@ -254,6 +263,8 @@ def main():
         s.add_argument("--passes", type=int, default=1)
         s.add_argument("--out")
         s.add_argument("--ref")
+        s.add_argument("--budget", type=float, default=0,
+                       help="bench-ort-cuda: seconds per algo search; rows that would start later are skipped")
         s.add_argument("--algo-search", default="EXHAUSTIVE,DEFAULT",
                        help="bench-ort-cuda: cudnn_conv_algo_search values to run, comma-separated")
     c = sub.add_parser("compare")
