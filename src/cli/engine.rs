@@ -4,18 +4,18 @@
 //! `talker::tts::cuda::device::check` (see there); `ids` phonemizes sentences into the ids file
 //! the others read. All print one JSON object on stdout.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{Value, json};
+use serde_json::json;
+use talker::Result;
 use talker::assets::{Assets, DEFAULT_VOICE};
 use talker::tts::SpeechError;
 use talker::tts::cuda::device::Gpu;
 use talker::tts::cuda::device::build::{BuildOptions, build_engine};
-use talker::tts::cuda::device::check::{self, Check, IdsFile, Sentence, read_ids};
-use talker::tts::voice::{VoiceConfig, VoiceFiles};
-use talker::{Error, Result};
+use talker::tts::cuda::device::check::{self, Check, read_ids};
+use talker::tts::voice::VoiceFiles;
 
 use super::args::{Global, PrecisionArg};
 
@@ -240,53 +240,65 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
             output,
             voice,
             calibration,
-        } => make_ids(global, text, output, voice, *calibration)?,
+        } => ids::make_ids(global, text, output, voice, *calibration)?,
     };
     println!("{out}");
     Ok(())
 }
 
+/// `talker engine ids` needs espeak-ng, so it is built with the renderer only.
 #[cfg(feature = "render")]
-fn make_ids(
-    global: &Global,
-    text: &Path,
-    output: &Path,
-    voice: &str,
-    calibration: usize,
-) -> Result<Value> {
-    let files = voice_files(global, voice)?;
-    let config = VoiceConfig::load(&files.config)?;
-    let lines = std::fs::read_to_string(text).map_err(Error::io(text))?;
-    let mut sentences = Vec::new();
-    for line in lines.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let normalized = talker::text::normalize(line);
-        let mut ids = Vec::new();
-        for s in
-            talker::phonemize::Phonemizer::global()?.phonemize(&config.espeak_voice, &normalized)?
-        {
-            let (part, _) = config.ids(&s);
-            if ids.is_empty() {
-                ids = part;
-            } else {
-                // One utterance per line: drop the inner `$` and `^ _` so the parts read as one sentence.
-                ids.pop();
-                ids.extend(part.into_iter().skip(2));
+mod ids {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+    use talker::tts::cuda::device::check::{IdsFile, Sentence};
+    use talker::tts::voice::VoiceConfig;
+    use talker::{Error, Result};
+
+    use super::{Global, voice_files};
+
+    pub(super) fn make_ids(
+        global: &Global,
+        text: &Path,
+        output: &Path,
+        voice: &str,
+        calibration: usize,
+    ) -> Result<Value> {
+        let files = voice_files(global, voice)?;
+        let config = VoiceConfig::load(&files.config)?;
+        let lines = std::fs::read_to_string(text).map_err(Error::io(text))?;
+        let mut sentences = Vec::new();
+        for line in lines.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let normalized = talker::text::normalize(line);
+            let mut ids = Vec::new();
+            for s in talker::phonemize::Phonemizer::global()?
+                .phonemize(&config.espeak_voice, &normalized)?
+            {
+                let (part, _) = config.ids(&s);
+                if ids.is_empty() {
+                    ids = part;
+                } else {
+                    // One utterance per line: drop the inner `$` and `^ _` so the parts read as one sentence.
+                    ids.pop();
+                    ids.extend(part.into_iter().skip(2));
+                }
             }
+            sentences.push(Sentence {
+                text: line.to_owned(),
+                ids,
+            });
         }
-        sentences.push(Sentence {
-            text: line.to_owned(),
-            ids,
-        });
+        let f = IdsFile {
+            voice: files.name.clone(),
+            calibration: calibration.min(sentences.len()),
+            sentences,
+        };
+        let json = serde_json::to_string(&f).expect("ids serialise");
+        std::fs::write(output, json).map_err(Error::io(output))?;
+        let lens: Vec<usize> = f.sentences.iter().map(|s| s.ids.len()).collect();
+        Ok(
+            json!({"sentences": lens.len(), "min_ids": lens.iter().min(), "max_ids": lens.iter().max(), "output": output}),
+        )
     }
-    let f = IdsFile {
-        voice: files.name.clone(),
-        calibration: calibration.min(sentences.len()),
-        sentences,
-    };
-    let json = serde_json::to_string(&f).expect("ids serialise");
-    std::fs::write(output, json).map_err(Error::io(output))?;
-    let lens: Vec<usize> = f.sentences.iter().map(|s| s.ids.len()).collect();
-    Ok(
-        json!({"sentences": lens.len(), "min_ids": lens.iter().min(), "max_ids": lens.iter().max(), "output": output}),
-    )
 }
