@@ -6,7 +6,8 @@ Waveform SNR punishes harmless phase shifts in a vocoder; PESQ (ITU-T P.862.2, w
 `talker engine validate --save-audio DIR` on the GPU host and brought back here, holding
 `fp32/<n>.wav`, `fp16/<n>.wav`, `int8/<n>.wav` (16-bit mono at the voice's rate). Each file is
 resampled to 16 kHz (polyphase, scipy) and scored with the `pesq` package against the FP32 file of
-the same sentence. SNR is printed beside it as a report.
+the same sentence. SNR is printed beside it as a report. DIR may instead hold `pq_<precision>.npz`
+files (16 kHz int16, from scripts/gpu-audio-pack.py on the GPU host: small enough to come back).
 
   scripts/gpu-pesq.py DIR [--bench results.jsonl] [--min-pesq 4.0] [--share 0.95] [--speedup 1.2]
 
@@ -45,7 +46,40 @@ def snr_db(ref, x):
     return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref[:n] ** 2) / noise))
 
 
+def packed(folder, precision):
+    """{name: 16 kHz float signal} from pq_<precision>.npz, or None when there is no such file."""
+    path = os.path.join(folder, f"pq_{precision}.npz")
+    if not os.path.exists(path):
+        return None
+    d = np.load(path)
+    ends = np.cumsum(d["lengths"])
+    pcm = d["pcm"].astype(np.float64) / 32768.0
+    return {str(n): pcm[e - k:e] for n, e, k in zip(d["names"], ends, d["lengths"])}
+
+
+def score_packed(ref, ours, precision):
+    rows = []
+    for name, r in sorted(ref.items()):
+        if name not in ours:
+            sys.exit(f"{precision} has no {name}: it must have every sentence fp32 has")
+        x = ours[name]
+        n = min(len(r), len(x))
+        try:
+            p = float(pesq(RATE, r[:n], x[:n], "wb"))
+        except Exception as e:  # pesq refuses silent or too-short signals: count it as a failure
+            p = float("nan")
+            print(f"{precision}/{name}: pesq failed: {e}", file=sys.stderr)
+        rows.append({"sentence": name, "pesq": p, "snr_db": snr_db(r, x)})
+    return rows
+
+
 def score(folder, precision):
+    ref = packed(folder, "fp32")
+    if ref is not None:
+        ours = packed(folder, precision)
+        if ours is None:
+            sys.exit(f"no {folder}/pq_{precision}.npz")
+        return score_packed(ref, ours, precision)
     rows = []
     for ref_path in sorted(glob.glob(os.path.join(folder, "fp32", "*.wav"))):
         name = os.path.basename(ref_path)
@@ -100,10 +134,11 @@ def main():
     a = ap.parse_args()
     out = {"reference": "fp32 engine", "rate": RATE, "min_pesq": a.min_pesq, "share": a.share}
     for precision in ("fp16", "int8"):
-        if os.path.isdir(os.path.join(a.folder, precision)):
+        if os.path.isdir(os.path.join(a.folder, precision)) or \
+                os.path.exists(os.path.join(a.folder, f"pq_{precision}.npz")):
             out[precision] = summary(score(a.folder, precision), a.min_pesq)
     if "int8" not in out:
-        sys.exit(f"no {a.folder}/int8/")
+        sys.exit(f"no {a.folder}/int8/ or {a.folder}/pq_int8.npz")
     quality = out["int8"]["share_at_least_min"] >= a.share
     out["int8_quality_pass"] = quality
     speed = None
