@@ -111,17 +111,21 @@ def summary(rows, min_pesq):
 
 
 def bucket_speed(bench_path, precision):
-    """audio-seconds per second at the renderer's buckets for `precision`, from bench JSON lines."""
-    best = None
+    """audio-seconds per second at the renderer's buckets (batch 64) for `precision` (fp16, int8),
+    from the bench-talker step of gpu-check's results.jsonl (`talker engine bench` JSON)."""
+    name = {"fp16": "F16", "int8": "I8", "fp32": "F32"}[precision]
+    found = None
     for line in open(bench_path):
         try:
             d = json.loads(line)
         except json.JSONDecodeError:
             continue
-        for row in (d.get("result") or d).get("rows", []) if isinstance(d, dict) else []:
-            if row.get("precision") == precision and row.get("batch") == 64:
-                best = row.get("audio_seconds_per_second", best)
-    return best
+        result = d.get("result") if isinstance(d, dict) else None
+        for engine in (result or {}).get("bench", []) if d.get("step") == "bench-talker" else []:
+            for row in engine.get("rows", []) if engine.get("precision") == name else []:
+                if row.get("batch") == 64:
+                    found = row["audio_seconds_per_second"]
+    return found
 
 
 def main():
