@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use talker::tts::cuda::onnx::Model;
-use talker::tts::cuda::plan::Plan;
+use talker::tts::cuda::program::Plan;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(model) = Model::parse(data) {
