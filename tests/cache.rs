@@ -306,8 +306,9 @@ const PORTRAIT: &str = "examples/portrait.png";
 const SMALL: [&str; 6] = ["--framing", "head", "--size", "128x128", "--fps", "10"];
 
 /// A render into `out` with the cache `cache`; returns its exit code and stderr.
-fn render_with_cache(cache: &Path, script: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_talker"))
+/// `talker render --json` of `script` on one thread at the small size, with `cache`.
+fn render_cached(cache: &Path, script: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_talker"))
         .env_remove("RUST_LOG")
         .args(["render", "--json", "--threads", "1", "--cache"])
         .arg(cache)
@@ -318,7 +319,11 @@ fn render_with_cache(cache: &Path, script: &Path, out: &Path, extra: &[&str]) ->
         .args(SMALL)
         .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn render_with_cache(cache: &Path, script: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
+    let o = render_cached(cache, script, out, extra);
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -413,7 +418,7 @@ fn six_concurrent_renders_sharing_chunks_and_a_cache_all_succeed() {
                 "round {round}, render {i}: {durations:?}"
             );
         }
-        let leftovers: Vec<String> = walk(&cache)
+        let leftovers: Vec<String> = files_under(&cache)
             .into_iter()
             .filter(|f| f.contains("partial") || f.ends_with(".lock"))
             .collect();
@@ -421,25 +426,8 @@ fn six_concurrent_renders_sharing_chunks_and_a_cache_all_succeed() {
     }
 }
 
-/// Every file below `dir`, as paths relative to it.
-fn walk(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
-    }
-    out
-}
-
 fn chunk_files(cache: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = walk(cache)
+    let mut v: Vec<PathBuf> = files_under(cache)
         .into_iter()
         .filter(|f| f.starts_with("chunks/") && f.ends_with(".mkv") && !f.contains("/."))
         .map(|f| cache.join(f))
@@ -536,17 +524,7 @@ fn random_bytes_inside_the_cache_database_are_found_and_the_cache_rebuilt() {
         listing(&cache)
     );
     // Repaired once, not on every run: the third render finds everything cached.
-    let o = Command::new(env!("CARGO_BIN_EXE_talker"))
-        .env_remove("RUST_LOG")
-        .args(["render", "--json", "--threads", "1", "--cache"])
-        .arg(&cache)
-        .arg("-o")
-        .arg(&out)
-        .arg(&script)
-        .arg(repo(PORTRAIT))
-        .args(SMALL)
-        .output()
-        .unwrap();
+    let o = render_cached(&cache, &script, &out, &[]);
     assert_success(&o);
     assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -581,17 +559,7 @@ fn identical_chunks_are_rendered_once_per_render() {
     );
     let cache = dir.path().join("cache");
     let out = dir.path().join("out.mp4");
-    let o = Command::new(env!("CARGO_BIN_EXE_talker"))
-        .env_remove("RUST_LOG")
-        .args(["render", "--json", "--threads", "1", "--cache"])
-        .arg(&cache)
-        .arg("-o")
-        .arg(&out)
-        .arg(&script)
-        .arg(repo(PORTRAIT))
-        .args(SMALL)
-        .output()
-        .unwrap();
+    let o = render_cached(&cache, &script, &out, &[]);
     assert_success(&o);
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rendered = chunk_files(&cache).len() as u64;

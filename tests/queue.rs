@@ -337,24 +337,6 @@ impl Drop for Worker {
     }
 }
 
-/// Every file under `dir`, relative, sorted.
-fn files_under(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// A playable H.264 + AAC file of about `seconds`.
 fn assert_valid_mp4(path: &Path) {
     let p = probe(path);

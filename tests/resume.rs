@@ -203,18 +203,11 @@ fn finished_chunks_without_rows_are_adopted_and_damaged_ones_rendered_again() {
 
     // A rowless file cut short (which a kill cannot leave, but a disk can) is not adopted.
     forget_chunk_rows(&cache);
-    let mut files: Vec<_> = std::fs::read_dir(cache.join("chunks"))
-        .unwrap()
-        .flatten()
-        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
-        .map(|f| f.path())
-        .filter(|f| {
-            let name = f.file_name().unwrap().to_string_lossy().into_owned();
-            name.ends_with(".mkv") && !name.starts_with('.')
-        })
+    let files: Vec<_> = files_under(&cache.join("chunks"))
+        .into_iter()
+        .filter(|f| f.ends_with(".mkv") && !f.contains("/."))
         .collect();
-    files.sort();
-    let cut = &files[0];
+    let cut = &cache.join("chunks").join(&files[0]);
     let len = std::fs::metadata(cut).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)
