@@ -197,3 +197,21 @@ fn bad_voice_and_arguments() {
         "fps",
     );
 }
+
+#[test]
+fn fetch_assets_refuses_an_unknown_option_before_any_download() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(repo("scripts/fetch-assets"))
+        .arg("--test")
+        .env("TALKER_ASSETS", dir.path().join("assets"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("usage: scripts/fetch-assets [--tests]"),
+        "{err}"
+    );
+    assert!(!dir.path().join("assets").exists(), "nothing is created");
+}

@@ -71,6 +71,67 @@ fn host_executor_of_the_plan_matches_onnx_runtime() {
     }
 }
 
+/// The engine's kernel module for the real voice, in each precision's plan, through NVRTC for
+/// the H200 (sm_90) and for a laptop GPU (sm_86): every kernel the executor loads is in the
+/// CUBIN. NVRTC needs no GPU; `scripts/fetch-assets --tests` fetches it and `scripts/test` names
+/// its folder in `TALKER_TEST_NVRTC`.
+#[test]
+fn every_kernel_the_engine_loads_compiles_under_nvrtc() {
+    use talker::tts::cuda::device::build::compile;
+    use talker::tts::cuda::device::kernels::{kernel_names, module_source};
+    use talker::tts::cuda::program::op::Precision;
+    use talker::tts::cuda::program::precision;
+
+    let dir = std::env::var("TALKER_TEST_NVRTC").unwrap_or_else(|_| {
+        panic!(
+            "TALKER_TEST_NVRTC is not set: run scripts/test, which fetches NVRTC with \
+             scripts/fetch-assets --tests and names its folder"
+        )
+    });
+    // Loaded by path and kept global, so cudarc's own dlopen of the soname finds it (and NVRTC
+    // its builtins) without LD_LIBRARY_PATH.
+    let _libs: Vec<libloading::os::unix::Library> = ["libnvrtc-builtins.so.13.5", "libnvrtc.so.13"]
+        .iter()
+        .map(|f| {
+            let path = std::path::Path::new(&dir).join(f);
+            // SAFETY: NVRTC's initialisers only set up the library itself.
+            unsafe {
+                libloading::os::unix::Library::open(
+                    Some(&path),
+                    libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL,
+                )
+            }
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect();
+    let bytes = std::fs::read(default_voice().model).unwrap();
+    let base = Plan::build(&Model::parse(&bytes).unwrap()).unwrap();
+    let mut compiled = Vec::new();
+    for p in [Precision::F32, Precision::F16] {
+        let mut plan = base.clone();
+        precision::assign(&mut plan, p, &Default::default());
+        let (src, fused) = module_source(&plan);
+        // The precisions share one source today (the fixed kernels cover every precision).
+        if compiled.contains(&src) {
+            continue;
+        }
+        compiled.push(src.clone());
+        for cc in [(9, 0), (8, 6)] {
+            let cubin =
+                compile(&src, cc).unwrap_or_else(|e| panic!("{p:?} sm_{}{}: {e}", cc.0, cc.1));
+            for name in kernel_names(&fused) {
+                let symbol = [b"\0", name.as_bytes(), b"\0"].concat();
+                assert!(
+                    cubin.windows(symbol.len()).any(|w| w == symbol),
+                    "{p:?} sm_{}{}: no kernel {name} in the CUBIN",
+                    cc.0,
+                    cc.1
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn engine_commands_without_a_gpu_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();

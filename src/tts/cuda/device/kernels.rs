@@ -350,6 +350,43 @@ pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
     s
 }
 
+/// Every kernel the executor loads: the fixed set, each typed one per storage type, and the fused
+/// steps' (`fused` as [`module_source`] names them; names may repeat).
+pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
+    let mut names: Vec<String> = fused.values().cloned().collect();
+    for base in [
+        "view",
+        "place",
+        "pad",
+        "fill",
+        "gather",
+        "gather_elements",
+        "gather_nd",
+        "scatter_nd",
+    ] {
+        for t in [DType::F32, DType::I64, DType::Bool] {
+            names.push(format!("{base}_{}", type_suffix(t)));
+        }
+    }
+    for n in [
+        "cumsum_f32",
+        "cumsum_i64",
+        "reduce_f32",
+        "reduce_i64",
+        "softmax_f32",
+        "im2col_f32",
+        "im2col_f16",
+        "im2col_i8",
+        "col2im_f32",
+        "dequant_i32",
+        "dwconv_f32",
+        "randn_f32",
+    ] {
+        names.push(n.to_owned());
+    }
+    names
+}
+
 /// The whole module's source and the kernel name of every fused step (by step index).
 pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
     let mut src = String::from(COMMON);

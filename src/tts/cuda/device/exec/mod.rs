@@ -32,7 +32,7 @@ use crate::tts::cuda::program::op::{Op, Precision, ReduceKind};
 use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Tensor};
 
-use super::kernels::{module_source, type_suffix};
+use super::kernels::{kernel_names, module_source};
 
 mod elementwise;
 mod graph;
@@ -128,37 +128,7 @@ impl DeviceExecutor {
             .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
         let (_, fused) = module_source(&plan);
         let mut funcs = HashMap::new();
-        let mut names: Vec<String> = fused.values().cloned().collect();
-        for base in [
-            "view",
-            "place",
-            "pad",
-            "fill",
-            "gather",
-            "gather_elements",
-            "gather_nd",
-            "scatter_nd",
-        ] {
-            for t in [DType::F32, DType::I64, DType::Bool] {
-                names.push(format!("{base}_{}", type_suffix(t)));
-            }
-        }
-        for n in [
-            "cumsum_f32",
-            "cumsum_i64",
-            "reduce_f32",
-            "reduce_i64",
-            "softmax_f32",
-            "im2col_f32",
-            "im2col_f16",
-            "im2col_i8",
-            "col2im_f32",
-            "dequant_i32",
-            "dwconv_f32",
-            "randn_f32",
-        ] {
-            names.push(n.to_owned());
-        }
+        let names = kernel_names(&fused);
         for n in names {
             if let Entry::Vacant(slot) = funcs.entry(n) {
                 let f = module.load_function(slot.key())?;
