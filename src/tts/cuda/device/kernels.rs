@@ -5,7 +5,9 @@
 //! Input: a plan. Output: one source string for NVRTC and, for every fused step, its kernel name.
 //! Code generation is deterministic, so the runtime recomputes the names from the stored plan
 //! instead of storing them. No CUDA headers are needed (FP16 conversion is inline PTX), so NVRTC
-//! needs no include path. Every kernel uses a grid-stride loop over 64-bit indices.
+//! needs no include path. Every kernel uses a grid-stride loop over 64-bit indices. The same
+//! source also compiles as host C++ (`_Float16` in place of the PTX): that is how `cpu_tests`
+//! checks the kernels against the host ops where there is no GPU.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -23,7 +25,12 @@ typedef unsigned char u8;
 struct Dims { i64 d[6]; int rank; };
 struct Strides { i64 s[6]; };
 #define LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
+#ifdef __CUDACC__
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#else
+// Host C++ (the kernels' CPU tests): the same rounding, to nearest even, through _Float16.
+inline unsigned short f2h(float f) { _Float16 h = (_Float16)f; unsigned short u; __builtin_memcpy(&u, &h, 2); return u; }
+#endif
 __device__ __forceinline__ signed char f2q(float v, float inv) { int q = __float2int_rn(v * inv); q = q > 127 ? 127 : (q < -127 ? -127 : q); return (signed char)q; }
 __device__ __forceinline__ i64 offset_of(i64 i, const Dims& d, const Strides& s) {
   i64 off = 0;
@@ -387,8 +394,8 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
     names
 }
 
-/// The whole module's source and the kernel name of every fused step (by step index).
-pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
+/// The kernels every plan has: the helpers, the typed kernels per storage type, the fixed set.
+fn fixed_source() -> String {
     let mut src = String::from(COMMON);
     for t in [DType::F32, DType::I64, DType::Bool] {
         src.push_str(
@@ -400,6 +407,12 @@ pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
         );
     }
     src.push_str(FIXED);
+    src
+}
+
+/// The whole module's source and the kernel name of every fused step (by step index).
+pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
+    let mut src = fixed_source();
     let mut by_code: HashMap<String, String> = HashMap::new();
     let mut names = HashMap::new();
     for (i, step) in plan.steps.iter().enumerate() {
@@ -491,3 +504,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod cpu_tests;

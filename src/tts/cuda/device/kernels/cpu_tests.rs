@@ -1,0 +1,389 @@
+//! The kernels' own source, compiled as host C++ and run on the CPU against the host executor's
+//! ops: their index maths is checked in CI, where there is no GPU. A kernel runs as one thread
+//! per block (its grid-stride loop then covers the whole range), block by block over the grid's
+//! y and z; the shim below gives CUDA's launch coordinates and intrinsics plain definitions.
+
+use std::ffi::c_void;
+
+use libloading::Library;
+
+use super::{fixed_source, fused_kernel};
+use crate::tts::cuda::device::memory::{Dims, Strides, dims, strides};
+use crate::tts::cuda::ops::{broadcast, elementwise, linalg};
+use crate::tts::cuda::program::op::{Arg, Binary, ConvSpec, Ew, Fused, Instr, Precision, Unary};
+use crate::tts::cuda::quant;
+use crate::tts::cuda::tensor::{DType, Tensor};
+
+const SHIM: &str = r#"
+#include <cmath>
+#include <cstring>
+struct talker_dim3 { unsigned x, y, z; };
+static talker_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+extern "C" void talker_block(unsigned gy, unsigned gz, unsigned y, unsigned z) { gridDim = {1, gy, gz}; blockIdx = {0, y, z}; }
+#define __global__
+#define __device__
+#define __forceinline__ inline
+static inline float __int_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float2int_rn(float f) { return (int)nearbyintf(f); }
+template <class A, class B> static inline A max(A a, B b) { return a > (A)b ? a : (A)b; }
+template <class A, class B> static inline A min(A a, B b) { return a < (A)b ? a : (A)b; }
+"#;
+
+/// The kernels of `src` as a loaded host library (kept with the folder it was built in).
+struct Kernels {
+    lib: Library,
+    _dir: tempfile::TempDir,
+}
+
+impl Kernels {
+    fn build(src: &str) -> Kernels {
+        let dir = tempfile::tempdir().unwrap();
+        let cpp = dir.path().join("kernels.cpp");
+        let so = dir.path().join("kernels.so");
+        std::fs::write(&cpp, format!("{SHIM}{src}")).unwrap();
+        let out = std::process::Command::new("c++")
+            .args(["-std=c++17", "-O1", "-shared", "-fPIC", "-o"])
+            .arg(&so)
+            .arg(&cpp)
+            .output()
+            .expect("a C++ compiler (scripts/install-deps installs build-essential)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // SAFETY: the library is the kernels just compiled; it has no initialisers.
+        let lib = unsafe { Library::new(&so) }.unwrap();
+        Kernels { lib, _dir: dir }
+    }
+
+    /// The kernel `name` as a function of type `F`, after setting the grid to block (y, z) of
+    /// (gy, gz).
+    fn at<F: Copy>(&self, name: &str, (gy, gz, y, z): (u32, u32, u32, u32)) -> F {
+        // SAFETY: `talker_block` is the shim's; the caller names `F` as the kernel's signature.
+        unsafe {
+            let block = self
+                .lib
+                .get::<unsafe extern "C" fn(u32, u32, u32, u32)>(b"talker_block")
+                .unwrap();
+            block(gy, gz, y, z);
+            *self.lib.get::<F>(name.as_bytes()).unwrap()
+        }
+    }
+
+    /// The kernel `name` for a flat grid-stride launch.
+    fn flat<F: Copy>(&self, name: &str) -> F {
+        self.at(name, (1, 1, 0, 0))
+    }
+}
+
+fn spec(
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pad: usize,
+    precision: Precision,
+) -> ConvSpec {
+    ConvSpec {
+        kernel,
+        stride,
+        dilation,
+        pad_begin: pad,
+        pad_end: pad,
+        group: 1,
+        precision,
+        input_amax: None,
+        weight_scales: None,
+    }
+}
+
+/// Deterministic values in [-2, 2) that are exact in FP16 (multiples of 1/64).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut r = fastrand::Rng::with_seed(seed);
+    (0..n).map(|_| (r.i32(-128..128) as f32) / 64.0).collect()
+}
+
+fn close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+type Im2col =
+    unsafe extern "C" fn(i64, *mut c_void, *const f32, i64, i64, i64, i64, i64, i64, i64, i32, f32);
+
+/// im2col in the "nn" layout, then the GEMM cuBLAS runs (here a plain sum), against the host
+/// convolution; and the INT8 "tn" layout against the quantised "nn" operand.
+#[test]
+fn im2col_gives_the_host_convolution() {
+    let k = Kernels::build(&fixed_source());
+    let (b, cin, t, cout, kk) = (2usize, 3usize, 11usize, 4usize, 3usize);
+    let x = values(b * cin * t, 1);
+    let w = values(cout * cin * kk, 2);
+    for (stride, dil, pad) in [(1, 1, 1), (2, 2, 2), (1, 3, 0)] {
+        for p in [Precision::F32, Precision::F16] {
+            let s = spec(kk, stride, dil, pad, p);
+            let want = linalg::conv(
+                &Tensor::f32(vec![b, cin, t], x.clone()),
+                &Tensor::f32(vec![cout, cin, kk], w.clone()),
+                None,
+                &s,
+            )
+            .unwrap();
+            let t_out = want.shape[2];
+            let rows = cin * kk;
+            let n = b * rows * t_out;
+            let im2col = |name: &str, out: *mut c_void, tn: i32, inv: f32| {
+                let f: Im2col = k.flat(name);
+                let d = [cin, t, kk, t_out, stride, dil, pad].map(|v| v as i64);
+                // SAFETY: `out` holds n elements of the kernel's type; the signature is its own.
+                unsafe {
+                    f(
+                        n as i64,
+                        out,
+                        x.as_ptr(),
+                        d[0],
+                        d[1],
+                        d[2],
+                        d[3],
+                        d[4],
+                        d[5],
+                        d[6],
+                        tn,
+                        inv,
+                    )
+                };
+            };
+            let col: Vec<f32> = if p == Precision::F32 {
+                let mut col = vec![0f32; n];
+                im2col("im2col_f32", col.as_mut_ptr().cast(), 0, 1.0);
+                col
+            } else {
+                let mut h = vec![0u16; n];
+                im2col("im2col_f16", h.as_mut_ptr().cast(), 0, 1.0);
+                h.iter()
+                    .map(|&v| half::f16::from_bits(v).to_f32())
+                    .collect()
+            };
+            let mut got = vec![0f32; b * cout * t_out];
+            for bi in 0..b {
+                for co in 0..cout {
+                    for to in 0..t_out {
+                        got[(bi * cout + co) * t_out + to] = (0..rows)
+                            .map(|r| w[co * rows + r] * col[(bi * rows + r) * t_out + to])
+                            .sum();
+                    }
+                }
+            }
+            close(
+                &got,
+                want.as_f32().unwrap(),
+                &format!("{p:?} s{stride} d{dil} p{pad}"),
+            );
+            if p == Precision::F32 {
+                let amax = 1.5;
+                let mut q = vec![0i8; n];
+                im2col(
+                    "im2col_i8",
+                    q.as_mut_ptr().cast(),
+                    1,
+                    1.0 / quant::scale(amax),
+                );
+                for bi in 0..b {
+                    for r in 0..rows {
+                        for to in 0..t_out {
+                            let v = col[(bi * rows + r) * t_out + to];
+                            assert_eq!(
+                                q[(bi * t_out + to) * rows + r],
+                                quant::quantize(v, quant::scale(amax)),
+                                "INT8 operand at item {bi} row {r} column {to}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// ConvTranspose as the engine runs it (z = Wᵀ·x per item, then col2im) against the host op.
+#[test]
+fn col2im_gives_the_host_transposed_convolution() {
+    let k = Kernels::build(&fixed_source());
+    type Col2im =
+        unsafe extern "C" fn(i64, *mut f32, *const f32, i64, i64, i64, i64, i64, i64, i64);
+    let (b, cin, t, cout, kk) = (2usize, 3usize, 5usize, 2usize, 4usize);
+    let x = values(b * cin * t, 3);
+    let w = values(cin * cout * kk, 4);
+    for (stride, pad) in [(2, 1), (4, 0), (3, 2)] {
+        let s = spec(kk, stride, 1, pad, Precision::F32);
+        let want = linalg::conv_transpose(
+            &Tensor::f32(vec![b, cin, t], x.clone()),
+            &Tensor::f32(vec![cin, cout, kk], w.clone()),
+            None,
+            &s,
+        )
+        .unwrap();
+        let t_out = want.shape[2];
+        let ck = cout * kk;
+        let mut z = vec![0f32; b * ck * t];
+        for bi in 0..b {
+            for r in 0..ck {
+                for ti in 0..t {
+                    z[(bi * ck + r) * t + ti] = (0..cin)
+                        .map(|ci| w[ci * ck + r] * x[(bi * cin + ci) * t + ti])
+                        .sum();
+                }
+            }
+        }
+        let mut got = vec![0f32; b * cout * t_out];
+        let f: Col2im = k.flat("col2im_f32");
+        // SAFETY: buffers sized for these dimensions; the signature is the kernel's.
+        unsafe {
+            f(
+                got.len() as i64,
+                got.as_mut_ptr(),
+                z.as_ptr(),
+                cout as i64,
+                kk as i64,
+                t as i64,
+                t_out as i64,
+                stride as i64,
+                1,
+                pad as i64,
+            )
+        };
+        close(
+            &got,
+            want.as_f32().unwrap(),
+            &format!("stride {stride} pad {pad}"),
+        );
+    }
+}
+
+#[test]
+fn depthwise_convolution_matches_the_host_op() {
+    let k = Kernels::build(&fixed_source());
+    type Dw = unsafe extern "C" fn(
+        i64,
+        *mut f32,
+        *const f32,
+        *const f32,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+    );
+    let (b, c, mult, t, kk) = (2usize, 3usize, 2usize, 9usize, 3usize);
+    let x = values(b * c * t, 5);
+    let w = values(c * mult * kk, 6);
+    let s = ConvSpec {
+        group: c,
+        ..spec(kk, 2, 2, 2, Precision::F32)
+    };
+    let want = linalg::conv(
+        &Tensor::f32(vec![b, c, t], x.clone()),
+        &Tensor::f32(vec![c * mult, 1, kk], w.clone()),
+        None,
+        &s,
+    )
+    .unwrap();
+    let t_out = want.shape[2];
+    let mut got = vec![0f32; b * c * mult * t_out];
+    let f: Dw = k.flat("dwconv_f32");
+    // SAFETY: buffers sized for these dimensions; the signature is the kernel's.
+    unsafe {
+        f(
+            got.len() as i64,
+            got.as_mut_ptr(),
+            x.as_ptr(),
+            w.as_ptr(),
+            c as i64,
+            mult as i64,
+            t as i64,
+            kk as i64,
+            t_out as i64,
+            2,
+            2,
+            2,
+        )
+    };
+    close(&got, want.as_f32().unwrap(), "depthwise");
+}
+
+/// A generated fused kernel (a bias broadcast over channels, then LeakyReLU) against the host's
+/// elementwise ops, with one dense and one strided (broadcast) input.
+#[test]
+fn a_fused_kernel_broadcasts_as_the_host_ops_do() {
+    let fused = Fused {
+        instrs: vec![
+            Instr {
+                op: Ew::Binary(Binary::Add),
+                args: vec![Arg::Input(0), Arg::Input(1)],
+                dtype: DType::F32,
+            },
+            Instr {
+                op: Ew::Unary(Unary::LeakyRelu(0.1)),
+                args: vec![Arg::Temp(0)],
+                dtype: DType::F32,
+            },
+        ],
+    };
+    let src = format!(
+        "{}{}",
+        fixed_source(),
+        fused_kernel(&fused, &[DType::F32, DType::F32], "ew_test")
+    );
+    let k = Kernels::build(&src);
+    type Ew2 = unsafe extern "C" fn(
+        i64,
+        Dims,
+        *mut f32,
+        *const f32,
+        Strides,
+        i32,
+        *const f32,
+        Strides,
+        i32,
+    );
+    let shape = vec![2usize, 3, 4];
+    let x = Tensor::f32(shape.clone(), values(24, 7));
+    let bias = Tensor::f32(vec![1, 3, 1], values(3, 8));
+    let want = elementwise::unary(
+        Unary::LeakyRelu(0.1),
+        &elementwise::binary(Binary::Add, &x, &bias).unwrap(),
+    )
+    .unwrap();
+    let st = |t: &Tensor| {
+        let s: Vec<isize> = broadcast::broadcast_strides(&t.shape, &shape)
+            .iter()
+            .map(|&v| v as isize)
+            .collect();
+        strides(&s)
+    };
+    let mut got = vec![0f32; 24];
+    let f: Ew2 = k.flat("ew_test");
+    // SAFETY: buffers sized for the shape; the signature is the generated kernel's.
+    unsafe {
+        f(
+            24,
+            dims(&shape).unwrap(),
+            got.as_mut_ptr(),
+            x.as_f32().unwrap().as_ptr(),
+            st(&x),
+            1,
+            bias.as_f32().unwrap().as_ptr(),
+            st(&bias),
+            0,
+        )
+    };
+    close(&got, want.as_f32().unwrap(), "bias + LeakyReLU");
+}
