@@ -9,8 +9,6 @@
 //! repeated `output`), so the tiny wire-format walker in [`super::wire`] replaces a whole protobuf
 //! stack: the graph message is re-emitted with the new outputs appended and its length prefix rewritten.
 
-use std::collections::HashMap;
-
 use super::wire::{WIRE_LEN, WireError, fields, strings, write_len_field, write_varint};
 
 /// Names of the tensors added as outputs.
@@ -26,6 +24,14 @@ pub enum PatchError {
     Malformed(#[from] WireError),
     #[error("the model has no graph")]
     NoGraph,
+    #[error(transparent)]
+    Alignment(#[from] AlignmentError),
+}
+
+/// Why a graph's duration and length tensors were not found (the CPU voice's patch and the CUDA
+/// engine's planner look for them the same way, through [`find_alignment`]).
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone, Copy)]
+pub enum AlignmentError {
     #[error(
         "found {0} Ceil nodes where a Piper VITS graph has exactly one (the duration rounding); is this a Piper voice?"
     )]
@@ -34,6 +40,44 @@ pub enum PatchError {
         "the Ceil output does not feed ReduceSum → Clip → Cast as in Piper's VITS export; is this a Piper voice?"
     )]
     NoLengths,
+}
+
+/// The ops the alignment search looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlignmentOp {
+    Ceil,
+    ReduceSum,
+    Clip,
+    Cast,
+}
+
+/// A node of a graph as the alignment search sees it.
+pub trait AlignmentNode {
+    type Value: PartialEq + Copy;
+    fn is(&self, op: AlignmentOp) -> bool;
+    fn first_input(&self) -> Option<Self::Value>;
+    fn first_output(&self) -> Option<Self::Value>;
+}
+
+/// The single `Ceil`'s output (duration frames per id) and the end of `Ceil → ReduceSum → Clip →
+/// Cast` (frames per item), found by op and wiring, not by name, so any Piper voice works.
+pub fn find_alignment<N: AlignmentNode>(
+    nodes: &[N],
+) -> Result<(N::Value, N::Value), AlignmentError> {
+    let ceils: Vec<&N> = nodes.iter().filter(|n| n.is(AlignmentOp::Ceil)).collect();
+    let [ceil] = ceils.as_slice() else {
+        return Err(AlignmentError::CeilCount(ceils.len()));
+    };
+    let durations = ceil.first_output().ok_or(AlignmentError::NoLengths)?;
+    let mut tensor = durations;
+    for op in [AlignmentOp::ReduceSum, AlignmentOp::Clip, AlignmentOp::Cast] {
+        tensor = nodes
+            .iter()
+            .find(|n| n.is(op) && n.first_input() == Some(tensor))
+            .and_then(N::first_output)
+            .ok_or(AlignmentError::NoLengths)?;
+    }
+    Ok((durations, tensor))
 }
 
 const MODEL_GRAPH: u64 = 7;
@@ -77,7 +121,12 @@ pub fn add_alignment_outputs(model: &[u8]) -> Result<(Vec<u8>, AlignmentOutputs)
             _ => {}
         }
     }
-    let names = find_alignment_tensors(&nodes)?;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let (durations, lengths) = find_alignment(&refs)?;
+    let names = AlignmentOutputs {
+        durations: durations.to_owned(),
+        lengths: lengths.to_owned(),
+    };
 
     let mut extra = Vec::new();
     for name in [&names.durations, &names.lengths] {
@@ -99,32 +148,23 @@ pub fn add_alignment_outputs(model: &[u8]) -> Result<(Vec<u8>, AlignmentOutputs)
     Ok((out, names))
 }
 
-fn find_alignment_tensors(nodes: &[Node]) -> Result<AlignmentOutputs, PatchError> {
-    let ceils: Vec<&Node> = nodes.iter().filter(|n| n.op == "Ceil").collect();
-    let [ceil] = ceils.as_slice() else {
-        return Err(PatchError::CeilCount(ceils.len()));
-    };
-    let durations = ceil.outputs.first().ok_or(PatchError::NoLengths)?.clone();
-
-    let mut consumers: HashMap<&str, Vec<&Node>> = HashMap::new();
-    for n in nodes {
-        for i in &n.inputs {
-            consumers.entry(i.as_str()).or_default().push(n);
-        }
+impl<'a> AlignmentNode for &'a Node {
+    type Value = &'a str;
+    fn is(&self, op: AlignmentOp) -> bool {
+        self.op
+            == match op {
+                AlignmentOp::Ceil => "Ceil",
+                AlignmentOp::ReduceSum => "ReduceSum",
+                AlignmentOp::Clip => "Clip",
+                AlignmentOp::Cast => "Cast",
+            }
     }
-    let mut tensor = durations.as_str();
-    for op in ["ReduceSum", "Clip", "Cast"] {
-        let next = consumers
-            .get(tensor)
-            .and_then(|c| c.iter().find(|n| n.op == op))
-            .and_then(|n| n.outputs.first())
-            .ok_or(PatchError::NoLengths)?;
-        tensor = next;
+    fn first_input(&self) -> Option<&'a str> {
+        self.inputs.first().map(String::as_str)
     }
-    Ok(AlignmentOutputs {
-        durations: durations.clone(),
-        lengths: tensor.to_owned(),
-    })
+    fn first_output(&self) -> Option<&'a str> {
+        self.outputs.first().map(String::as_str)
+    }
 }
 
 #[cfg(test)]
@@ -214,7 +254,7 @@ mod tests {
         let m = model(&[node("Mul", &["a"], &["b"])]);
         assert_eq!(
             add_alignment_outputs(&m).unwrap_err(),
-            PatchError::CeilCount(0)
+            PatchError::Alignment(AlignmentError::CeilCount(0))
         );
     }
 
@@ -223,7 +263,7 @@ mod tests {
         let m = model(&[node("Ceil", &["a"], &["b"]), node("Ceil", &["b"], &["c"])]);
         assert_eq!(
             add_alignment_outputs(&m).unwrap_err(),
-            PatchError::CeilCount(2)
+            PatchError::Alignment(AlignmentError::CeilCount(2))
         );
     }
 
@@ -235,7 +275,7 @@ mod tests {
         ]);
         assert_eq!(
             add_alignment_outputs(&m).unwrap_err(),
-            PatchError::NoLengths
+            PatchError::Alignment(AlignmentError::NoLengths)
         );
     }
 

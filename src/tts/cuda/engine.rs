@@ -477,15 +477,10 @@ mod tests {
             dtype,
         };
         let spec = |p| ConvSpec {
-            kernel: 1,
-            stride: 1,
-            dilation: 1,
-            pad_begin: 0,
-            pad_end: 0,
-            group: 1,
             precision: p,
             input_amax: (p == Precision::I8).then_some(2.0),
             weight_scales: (p == Precision::I8).then(|| vec![0.5, 0.25]),
+            ..ConvSpec::plain(1, 1, 1, 0, 1)
         };
         let mut constants = HashMap::new();
         constants.insert(

@@ -442,21 +442,15 @@ mod tests {
     fn fused_code_reads_broadcast_inputs_and_inlines_scalars() {
         let f = Fused {
             instrs: vec![
-                Instr {
-                    op: Ew::Binary(Binary::Add),
-                    args: vec![Arg::Input(0), Arg::Scalar(Scalar::F32(0.5))],
-                    dtype: DType::F32,
-                },
-                Instr {
-                    op: Ew::Unary(Unary::LeakyRelu(0.1)),
-                    args: vec![Arg::Temp(0)],
-                    dtype: DType::F32,
-                },
-                Instr {
-                    op: Ew::Where,
-                    args: vec![Arg::Input(1), Arg::Temp(1), Arg::Scalar(Scalar::F32(0.0))],
-                    dtype: DType::F32,
-                },
+                Instr::f32(
+                    Ew::Binary(Binary::Add),
+                    &[Arg::Input(0), Arg::Scalar(Scalar::F32(0.5))],
+                ),
+                Instr::f32(Ew::Unary(Unary::LeakyRelu(0.1)), &[Arg::Temp(0)]),
+                Instr::f32(
+                    Ew::Where,
+                    &[Arg::Input(1), Arg::Temp(1), Arg::Scalar(Scalar::F32(0.0))],
+                ),
             ],
         };
         let code = fused_kernel(&f, &[DType::F32, DType::Bool], "k");

@@ -352,21 +352,9 @@ mod tests {
         // y = tanh(a + b) * b
         let prog = Fused {
             instrs: vec![
-                Instr {
-                    op: Ew::Binary(Binary::Add),
-                    args: vec![Arg::Input(0), Arg::Input(1)],
-                    dtype: DType::F32,
-                },
-                Instr {
-                    op: Ew::Unary(Unary::Tanh),
-                    args: vec![Arg::Temp(0)],
-                    dtype: DType::F32,
-                },
-                Instr {
-                    op: Ew::Binary(Binary::Mul),
-                    args: vec![Arg::Temp(1), Arg::Input(1)],
-                    dtype: DType::F32,
-                },
+                Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
+                Instr::f32(Ew::Unary(Unary::Tanh), &[Arg::Temp(0)]),
+                Instr::f32(Ew::Binary(Binary::Mul), &[Arg::Temp(1), Arg::Input(1)]),
             ],
         };
         let a = f(&[2], &[0.1, 0.2]);

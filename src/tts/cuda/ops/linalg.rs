@@ -277,17 +277,7 @@ mod tests {
     use super::*;
 
     fn spec(kernel: usize, stride: usize, dilation: usize, pad: usize, group: usize) -> ConvSpec {
-        ConvSpec {
-            kernel,
-            stride,
-            dilation,
-            pad_begin: pad,
-            pad_end: pad,
-            group,
-            precision: Precision::F32,
-            input_amax: None,
-            weight_scales: None,
-        }
+        ConvSpec::plain(kernel, stride, dilation, pad, group)
     }
 
     /// Direct definition of a 1-D convolution, for checking the GEMM path.

@@ -63,20 +63,10 @@ impl Work {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tts::cuda::program::op::{ConvSpec, Precision};
+    use crate::tts::cuda::program::op::ConvSpec;
 
     fn spec(kernel: usize, stride: usize, group: usize) -> ConvSpec {
-        ConvSpec {
-            kernel,
-            stride,
-            dilation: 1,
-            pad_begin: 0,
-            pad_end: 0,
-            group,
-            precision: Precision::F32,
-            input_amax: None,
-            weight_scales: None,
-        }
+        ConvSpec::plain(kernel, stride, 1, 0, group)
     }
 
     #[test]

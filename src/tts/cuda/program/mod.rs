@@ -21,6 +21,7 @@ use op::{Op, UnsupportedNode};
 use super::onnx::Model;
 use super::ops;
 use super::tensor::{DType, OpError, Tensor};
+use crate::tts::graph_patch::{AlignmentError, AlignmentNode, AlignmentOp, find_alignment};
 
 pub type ValueId = usize;
 
@@ -83,14 +84,8 @@ pub enum PlanError {
     NoOutput,
     #[error("node {node:?} reads {value:?}, which nothing produces before it")]
     Undefined { node: String, value: String },
-    #[error(
-        "found {0} Ceil nodes where a Piper VITS graph has exactly one (the duration rounding); is this a Piper voice?"
-    )]
-    CeilCount(usize),
-    #[error(
-        "the Ceil output does not feed ReduceSum → Clip → Cast as in Piper's VITS export; is this a Piper voice?"
-    )]
-    NoLengths,
+    #[error(transparent)]
+    Alignment(#[from] AlignmentError),
     #[error("folding constant node {node:?}: {source}")]
     Fold { node: String, source: OpError },
     #[error("node {node:?}: {reason}")]
@@ -397,25 +392,28 @@ fn output_dtype(op: &Op, ins: &[Option<DType>]) -> Result<DType, String> {
     })
 }
 
-/// The Ceil output and the per-item frame count, as [`crate::tts::graph_patch`] finds them.
-fn find_alignment(steps: &[Step]) -> Result<(ValueId, ValueId), PlanError> {
-    let ceils: Vec<&Step> = steps
-        .iter()
-        .filter(|s| s.op == Op::Unary(op::Unary::Ceil))
-        .collect();
-    let [ceil] = ceils.as_slice() else {
-        return Err(PlanError::CeilCount(ceils.len()));
-    };
-    let durations = ceil.outputs[0];
-    let mut tensor = durations;
-    for want in ["Reduce", "Clip", "Cast"] {
-        tensor = steps
-            .iter()
-            .find(|s| s.op.name() == want && s.inputs.first().copied().flatten() == Some(tensor))
-            .and_then(|s| s.outputs.first().copied())
-            .ok_or(PlanError::NoLengths)?;
+impl AlignmentNode for Step {
+    type Value = ValueId;
+    fn is(&self, op: AlignmentOp) -> bool {
+        match op {
+            AlignmentOp::Ceil => self.op == Op::Unary(op::Unary::Ceil),
+            AlignmentOp::ReduceSum => matches!(
+                self.op,
+                Op::Reduce {
+                    kind: op::ReduceKind::Sum,
+                    ..
+                }
+            ),
+            AlignmentOp::Clip => self.op == Op::Clip,
+            AlignmentOp::Cast => matches!(self.op, Op::Cast(_)),
+        }
     }
-    Ok((durations, tensor))
+    fn first_input(&self) -> Option<ValueId> {
+        self.inputs.first().copied().flatten()
+    }
+    fn first_output(&self) -> Option<ValueId> {
+        self.outputs.first().copied()
+    }
 }
 
 #[cfg(test)]

@@ -135,6 +135,36 @@ pub struct ConvSpec {
     pub weight_scales: Option<Vec<f32>>,
 }
 
+/// What the tests build most: an FP32 convolution with symmetric padding, nothing INT8.
+#[cfg(test)]
+impl ConvSpec {
+    pub fn plain(kernel: usize, stride: usize, dilation: usize, pad: usize, group: usize) -> Self {
+        ConvSpec {
+            kernel,
+            stride,
+            dilation,
+            pad_begin: pad,
+            pad_end: pad,
+            group,
+            precision: Precision::F32,
+            input_amax: None,
+            weight_scales: None,
+        }
+    }
+}
+
+/// What the tests build most: an FP32 instruction.
+#[cfg(test)]
+impl Instr {
+    pub fn f32(op: Ew, args: &[Arg]) -> Self {
+        Instr {
+            op,
+            args: args.to_vec(),
+            dtype: DType::F32,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Op {
     Unary(Unary),

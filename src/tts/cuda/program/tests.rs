@@ -174,13 +174,16 @@ fn precision_assignment_keeps_the_duration_path_fp32() {
 fn non_piper_graphs_are_refused() {
     assert_eq!(
         plan_of(&mini(0, false)).unwrap_err(),
-        PlanError::CeilCount(0)
+        PlanError::Alignment(AlignmentError::CeilCount(0))
     );
     assert_eq!(
         plan_of(&mini(2, true)).unwrap_err(),
-        PlanError::CeilCount(2)
+        PlanError::Alignment(AlignmentError::CeilCount(2))
     );
-    assert_eq!(plan_of(&mini(1, false)).unwrap_err(), PlanError::NoLengths);
+    assert_eq!(
+        plan_of(&mini(1, false)).unwrap_err(),
+        PlanError::Alignment(AlignmentError::NoLengths)
+    );
     let no_input = model(&[node("Ceil", &["a"], &["b"], &[])], &[], &["a"], &["b"]);
     assert_eq!(
         plan_of(&no_input).unwrap_err(),

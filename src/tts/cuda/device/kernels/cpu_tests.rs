@@ -85,15 +85,8 @@ fn spec(
     precision: Precision,
 ) -> ConvSpec {
     ConvSpec {
-        kernel,
-        stride,
-        dilation,
-        pad_begin: pad,
-        pad_end: pad,
-        group: 1,
         precision,
-        input_amax: None,
-        weight_scales: None,
+        ..ConvSpec::plain(kernel, stride, dilation, pad, 1)
     }
 }
 
@@ -285,10 +278,7 @@ fn depthwise_convolution_matches_the_host_op() {
     let (b, c, mult, t, kk) = (2usize, 3usize, 2usize, 9usize, 3usize);
     let x = values(b * c * t, 5);
     let w = values(c * mult * kk, 6);
-    let s = ConvSpec {
-        group: c,
-        ..spec(kk, 2, 2, 2, Precision::F32)
-    };
+    let s = ConvSpec::plain(kk, 2, 2, 2, c);
     let want = linalg::conv(
         &Tensor::f32(vec![b, c, t], x.clone()),
         &Tensor::f32(vec![c * mult, 1, kk], w.clone()),
@@ -325,16 +315,8 @@ fn depthwise_convolution_matches_the_host_op() {
 fn a_fused_kernel_broadcasts_as_the_host_ops_do() {
     let fused = Fused {
         instrs: vec![
-            Instr {
-                op: Ew::Binary(Binary::Add),
-                args: vec![Arg::Input(0), Arg::Input(1)],
-                dtype: DType::F32,
-            },
-            Instr {
-                op: Ew::Unary(Unary::LeakyRelu(0.1)),
-                args: vec![Arg::Temp(0)],
-                dtype: DType::F32,
-            },
+            Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
+            Instr::f32(Ew::Unary(Unary::LeakyRelu(0.1)), &[Arg::Temp(0)]),
         ],
     };
     let src = format!(
