@@ -1,24 +1,16 @@
 //! Elementwise steps: the planner's fused chains (one generated kernel per chain, inputs
 //! broadcast by strides).
 
-use std::collections::HashMap;
-
-use super::{DeviceExecutor, Slot, step_err};
-use crate::tts::cuda::device::GpuError;
-use crate::tts::cuda::device::memory::{self, DevTensor, Params, dims, strides};
+use super::{DeviceExecutor, Family, Slots, step_err};
+use crate::tts::cuda::device::memory::{self, Params, dims, strides};
 use crate::tts::cuda::ops::broadcast;
+use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::Op;
-use crate::tts::cuda::program::{Step, ValueId};
 use crate::tts::cuda::tensor::numel;
 
 impl DeviceExecutor {
-    /// Runs a elementwise step on the device; `None` when this case has no device kernel.
-    pub(super) fn fused_step(
-        &mut self,
-        i: usize,
-        s: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
-    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+    /// Runs an elementwise step on the device; `None` when this case has no device kernel.
+    pub(super) fn fused_step(&mut self, i: usize, s: &Step, slots: &mut Slots) -> Family {
         let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
         let st = self.stream();
         Ok(Some(match &s.op {

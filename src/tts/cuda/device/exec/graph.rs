@@ -39,7 +39,7 @@ use cudarc::driver::CudaGraph;
 use cudarc::driver::sys::{CUdeviceptr, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use serde::Serialize;
 
-use super::{DeviceExecutor, Slot};
+use super::{DeviceExecutor, Slot, Slots};
 use crate::tts::cuda::device::GpuError;
 use crate::tts::cuda::device::memory::{self, Capturing, DevBuf, DevTensor, Owner};
 use crate::tts::cuda::program::cost::Work;
@@ -311,7 +311,7 @@ fn segment_at(boundary: &[bool], i: usize) -> Option<usize> {
 
 /// The key of the live state at a segment's start: the start, and every live value's place,
 /// shape and type (in value order).
-pub(super) fn state_key(start: usize, slots: &HashMap<ValueId, Slot>) -> u64 {
+pub(super) fn state_key(start: usize, slots: &Slots) -> u64 {
     let mut ids: Vec<&ValueId> = slots.keys().collect();
     ids.sort_unstable();
     let mut h = DefaultHasher::new();
@@ -352,7 +352,7 @@ impl DeviceExecutor {
         &mut self,
         steps: &[Step],
         (start, end): (usize, usize),
-        slots: &mut HashMap<ValueId, Slot>,
+        slots: &mut Slots,
         rng: &mut fastrand::Rng,
     ) -> Result<bool, GpuError> {
         let key = state_key(start, slots);
@@ -385,12 +385,7 @@ impl DeviceExecutor {
         self.capture(steps, key, (start, end), slots, rng)
     }
 
-    fn replay(
-        &mut self,
-        key: u64,
-        k: usize,
-        slots: &mut HashMap<ValueId, Slot>,
-    ) -> Result<(), GpuError> {
+    fn replay(&mut self, key: u64, k: usize, slots: &mut Slots) -> Result<(), GpuError> {
         let st = self.stream();
         let run = self.graphs.run;
         let rec = &mut self.graphs.cache.get_mut(&key).expect("a found graph")[k];
@@ -425,7 +420,7 @@ impl DeviceExecutor {
         steps: &[Step],
         key: u64,
         (start, end): (usize, usize),
-        slots: &mut HashMap<ValueId, Slot>,
+        slots: &mut Slots,
         rng: &mut fastrand::Rng,
     ) -> Result<bool, GpuError> {
         let st = self.stream();

@@ -3,7 +3,6 @@
 //! per output channel), depthwise convolutions with their own kernel, ConvTranspose as GEMM +
 //! col2im.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 
 use cudarc::cublas::sys::{
@@ -11,22 +10,17 @@ use cudarc::cublas::sys::{
     cudaDataType_t as Dt,
 };
 
-use super::{DeviceExecutor, Slot, step_err};
+use super::{DeviceExecutor, Family, Slots, step_err};
 use crate::tts::cuda::device::GpuError;
 use crate::tts::cuda::device::memory::{self, DevTensor, Params};
 use crate::tts::cuda::ops::{broadcast, linalg};
+use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::{ConvSpec, Op, Precision};
-use crate::tts::cuda::program::{Step, ValueId};
 use crate::tts::cuda::tensor::{DType, numel};
 
 impl DeviceExecutor {
     /// Runs a linalg step on the device; `None` when this case has no device kernel.
-    pub(super) fn linalg_step(
-        &mut self,
-        i: usize,
-        s: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
-    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+    pub(super) fn linalg_step(&mut self, i: usize, s: &Step, slots: &mut Slots) -> Family {
         Ok(Some(match &s.op {
             Op::MatMul => {
                 let a = self.in_dev(slots, s, 0)?;

@@ -44,6 +44,13 @@ mod source;
 
 pub use graph::{GraphMode, GraphStats, frame_bucket, from_env as graphs_from_env, padded_width};
 
+/// The live values of a run, by id.
+type Slots = HashMap<ValueId, Slot>;
+
+/// What an op family's device step gives: its outputs, or `None` when this case has no device
+/// kernel (the step then runs on the host).
+type Family = Result<Option<Vec<DevTensor>>, GpuError>;
+
 /// Where a value is: host, device, or both (after a copy, which is kept).
 #[derive(Clone)]
 enum Slot {
@@ -239,7 +246,7 @@ impl DeviceExecutor {
     }
 
     /// The value on the host (copying it down if it only lives on the device).
-    fn host(&mut self, slots: &mut HashMap<ValueId, Slot>, v: ValueId) -> Result<Tensor, GpuError> {
+    fn host(&mut self, slots: &mut Slots, v: ValueId) -> Result<Tensor, GpuError> {
         if let Some(t) = self.plan.constants.get(&v) {
             return Ok(t.clone());
         }
@@ -283,11 +290,7 @@ impl DeviceExecutor {
     }
 
     /// The value on the device (copying it up if it only lives on the host).
-    fn dev(
-        &mut self,
-        slots: &mut HashMap<ValueId, Slot>,
-        v: ValueId,
-    ) -> Result<DevTensor, GpuError> {
+    fn dev(&mut self, slots: &mut Slots, v: ValueId) -> Result<DevTensor, GpuError> {
         if let Some(d) = self.consts.get(&v) {
             return Ok(d.clone());
         }
@@ -327,7 +330,7 @@ impl DeviceExecutor {
     }
 
     /// A live value's shape, wherever it is.
-    fn shape_of(&self, slots: &HashMap<ValueId, Slot>, v: ValueId) -> Option<Vec<usize>> {
+    fn shape_of(&self, slots: &Slots, v: ValueId) -> Option<Vec<usize>> {
         match (slots.get(&v), self.consts.get(&v)) {
             (Some(s), _) => Some(slot_shape(s).to_vec()),
             (None, Some(d)) => Some(d.shape.clone()),
@@ -335,7 +338,7 @@ impl DeviceExecutor {
         }
     }
 
-    fn on_device(&self, slots: &HashMap<ValueId, Slot>, v: ValueId) -> bool {
+    fn on_device(&self, slots: &Slots, v: ValueId) -> bool {
         !self.plan.constants.contains_key(&v)
             && matches!(slots.get(&v), Some(Slot::Dev(_) | Slot::Both(..)))
     }
@@ -452,7 +455,7 @@ impl DeviceExecutor {
         &mut self,
         i: usize,
         step: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
+        slots: &mut Slots,
         rng: &mut fastrand::Rng,
         hooks: Option<&mut Hooks<'_>>,
     ) -> Result<(), GpuError> {
@@ -521,7 +524,7 @@ impl DeviceExecutor {
         &mut self,
         i: usize,
         s: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
+        slots: &mut Slots,
         rng: &mut fastrand::Rng,
     ) -> Result<Vec<Slot>, GpuError> {
         let out_dtype = s.outputs.first().map(|&o| self.plan.values[o].dtype);
@@ -561,12 +564,7 @@ impl DeviceExecutor {
         Ok(outs.into_iter().map(Slot::Host).collect())
     }
 
-    fn in_dev(
-        &mut self,
-        slots: &mut HashMap<ValueId, Slot>,
-        s: &Step,
-        k: usize,
-    ) -> Result<DevTensor, GpuError> {
+    fn in_dev(&mut self, slots: &mut Slots, s: &Step, k: usize) -> Result<DevTensor, GpuError> {
         let v = s
             .inputs
             .get(k)
@@ -578,7 +576,7 @@ impl DeviceExecutor {
 
     fn in_host(
         &mut self,
-        slots: &mut HashMap<ValueId, Slot>,
+        slots: &mut Slots,
         s: &Step,
         k: usize,
     ) -> Result<Option<Tensor>, GpuError> {
@@ -588,12 +586,7 @@ impl DeviceExecutor {
         }
     }
 
-    fn ints(
-        &mut self,
-        slots: &mut HashMap<ValueId, Slot>,
-        s: &Step,
-        k: usize,
-    ) -> Result<Vec<i64>, GpuError> {
+    fn ints(&mut self, slots: &mut Slots, s: &Step, k: usize) -> Result<Vec<i64>, GpuError> {
         let t = self
             .in_host(slots, s, k)?
             .ok_or_else(|| GpuError::Other(format!("{} needs input {k}", s.op.name())))?;
@@ -606,7 +599,7 @@ impl DeviceExecutor {
         &mut self,
         i: usize,
         s: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
+        slots: &mut Slots,
     ) -> Result<Option<Vec<DevTensor>>, GpuError> {
         match &s.op {
             Op::Fused(_) => self.fused_step(i, s, slots),

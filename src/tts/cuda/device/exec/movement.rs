@@ -1,25 +1,18 @@
 //! Movement steps: reshapes (free: the buffer is shared), and dense copies of strided views
 //! (Transpose, Slice, Split, Expand), Concat and Pad.
 
-use std::collections::HashMap;
-
-use super::{DeviceExecutor, Slot, step_err};
+use super::{DeviceExecutor, Family, Slots, step_err};
 use crate::tts::cuda::device::GpuError;
 use crate::tts::cuda::device::kernels::type_suffix;
 use crate::tts::cuda::device::memory::{self, DevTensor, Params, dims, strides};
 use crate::tts::cuda::ops::{broadcast, movement};
+use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::Op;
-use crate::tts::cuda::program::{Step, ValueId};
 use crate::tts::cuda::tensor::{DType, numel};
 
 impl DeviceExecutor {
     /// Runs a movement step on the device; `None` when this case has no device kernel.
-    pub(super) fn movement_step(
-        &mut self,
-        i: usize,
-        s: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
-    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+    pub(super) fn movement_step(&mut self, i: usize, s: &Step, slots: &mut Slots) -> Family {
         let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
         let st = self.stream();
         Ok(Some(match &s.op {

@@ -1,23 +1,15 @@
 //! Reductions along axes: CumSum, Reduce (mean, sum, max over contiguous axes) and Softmax.
 
-use std::collections::HashMap;
-
-use super::{DeviceExecutor, Slot, step_err};
-use crate::tts::cuda::device::GpuError;
+use super::{DeviceExecutor, Family, Slots, step_err};
 use crate::tts::cuda::device::kernels::type_suffix;
-use crate::tts::cuda::device::memory::{self, DevTensor, Params};
+use crate::tts::cuda::device::memory::{self, Params};
+use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::{Op, ReduceKind};
-use crate::tts::cuda::program::{Step, ValueId};
 use crate::tts::cuda::tensor::DType;
 
 impl DeviceExecutor {
     /// Runs a reduce step on the device; `None` when this case has no device kernel.
-    pub(super) fn reduce_step(
-        &mut self,
-        i: usize,
-        s: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
-    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+    pub(super) fn reduce_step(&mut self, i: usize, s: &Step, slots: &mut Slots) -> Family {
         let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
         let st = self.stream();
         Ok(Some(match &s.op {

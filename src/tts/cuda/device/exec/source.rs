@@ -1,23 +1,15 @@
 //! Steps that make values from nothing but a shape: ConstantOfShape and RandomNormalLike.
 
-use std::collections::HashMap;
-
-use super::{DeviceExecutor, Slot, step_err};
-use crate::tts::cuda::device::GpuError;
+use super::{DeviceExecutor, Family, Slot, Slots, step_err};
 use crate::tts::cuda::device::kernels::type_suffix;
-use crate::tts::cuda::device::memory::{self, DevTensor, Params};
+use crate::tts::cuda::device::memory::{self, Params};
+use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::Op;
-use crate::tts::cuda::program::{Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Data, numel};
 
 impl DeviceExecutor {
     /// Runs a source step on the device; `None` when this case has no device kernel.
-    pub(super) fn source_step(
-        &mut self,
-        i: usize,
-        s: &Step,
-        slots: &mut HashMap<ValueId, Slot>,
-    ) -> Result<Option<Vec<DevTensor>>, GpuError> {
+    pub(super) fn source_step(&mut self, i: usize, s: &Step, slots: &mut Slots) -> Family {
         let st = self.stream();
         Ok(Some(match &s.op {
             Op::ConstantOfShape(v) => {
