@@ -5,14 +5,14 @@
 //! calibrator's fallback, and what CI runs against ONNX Runtime on the real voice. Activations are
 //! dropped after their last use. An observer sees every convolution's input, for INT8 calibration.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::io::{Feed, Outputs};
 use super::ops;
 use super::program::cost::{Work, step_macs};
 use super::program::op::Op;
 use super::program::{Plan, ValueId};
-use super::tensor::{OpError, Tensor};
+use super::tensor::{Data, OpError, Tensor};
 
 /// A step that failed, with the op and the message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,6 +40,10 @@ pub struct HostExecutor<'p> {
     rng: fastrand::Rng,
     /// Matrix work of every run so far, counted at the shapes each step saw.
     pub work: Work,
+    /// Steps whose float outputs are rounded to FP16 as they are stored: what an engine that
+    /// keeps those activations in FP16 would compute, measured before one is built
+    /// (`examples/fp16_activations.rs`).
+    pub stored_f16: HashSet<usize>,
 }
 
 impl<'p> HostExecutor<'p> {
@@ -49,6 +53,7 @@ impl<'p> HostExecutor<'p> {
             last_use: plan.last_uses(),
             rng: fastrand::Rng::with_seed(seed),
             work: Work::default(),
+            stored_f16: HashSet::new(),
         }
     }
 
@@ -84,7 +89,15 @@ impl<'p> HostExecutor<'p> {
             {
                 obs(index, x);
             }
-            let outs = ops::run(&step.op, &ins, &mut self.rng).map_err(fail)?;
+            let mut outs = ops::run(&step.op, &ins, &mut self.rng).map_err(fail)?;
+            if self.stored_f16.contains(&index) {
+                for t in &mut outs {
+                    if let Data::F32(v) = &mut t.data {
+                        v.iter_mut()
+                            .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+                    }
+                }
+            }
             let shapes: Vec<Option<&[usize]>> =
                 ins.iter().map(|t| t.map(|t| t.shape.as_slice())).collect();
             if let Some(o) = outs.first() {

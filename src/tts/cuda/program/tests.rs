@@ -207,3 +207,27 @@ fn non_piper_graphs_are_refused() {
         Err(PlanError::Undefined { .. })
     ));
 }
+
+#[test]
+fn stored_f16_rounds_only_the_named_steps_outputs() {
+    let plan = plan_of(&mini(1, true)).unwrap();
+    let ids: &[i64] = &[1, 2, 3];
+    let tail = plan.steps.len() - 1;
+    let mut exec = HostExecutor::new(&plan, 0);
+    let exact = exec
+        .run(&Feed::new(&[ids], QUIET, 0), Default::default())
+        .unwrap();
+    exec.stored_f16 = [tail].into();
+    let stored = exec
+        .run(&Feed::new(&[ids], QUIET, 0), Default::default())
+        .unwrap();
+    let (exact_durations, exact) = (exact.durations.clone(), exact.audio.as_f32().unwrap());
+    let want: Vec<f32> = exact
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32())
+        .collect();
+    assert_eq!(stored.audio.as_f32().unwrap(), want);
+    assert_ne!(want, exact, "tanh(2x + 0.25) is not exact in FP16");
+    // Durations come from steps that were not named: untouched.
+    assert_eq!(stored.durations, exact_durations);
+}
