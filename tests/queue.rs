@@ -785,8 +785,21 @@ fn postgres_outage_stops_the_render_after_a_lease_and_it_resumes() {
         "--heartbeat",
         "0.3",
     ]);
+    let before = chunk_files(&env.cache).len();
     let mut w = Worker::spawn(c);
     w.wait_for("claimed", Duration::from_secs(30));
+    // The outage starts once a chunk is finished, so the resumed render has one to reuse however
+    // slowly this machine renders (a finished chunk without its row is adopted too).
+    let t = Instant::now();
+    while chunk_files(&env.cache).len() <= before {
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "no chunk finished: {:?}",
+            w.events.lock().unwrap()
+        );
+        assert!(w.child.try_wait().unwrap().is_none(), "worker ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     psql(&env.queue, &format!("REVOKE UPDATE ON jobs FROM {role}"));
     w.wait_for("warning", Duration::from_secs(30));
     let t = Instant::now();

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::io::{Feed, Outputs};
 use super::ops;
-use super::program::cost::{Work, step_macs};
+use super::program::cost::{Work, step_bytes, step_macs};
 use super::program::op::Op;
 use super::program::{Plan, ValueId};
 use super::tensor::{Data, OpError, Tensor};
@@ -103,6 +103,12 @@ impl<'p> HostExecutor<'p> {
             if let Some(o) = outs.first() {
                 self.work.macs += step_macs(&step.op, &shapes, &o.shape);
             }
+            fn sized(t: &Tensor) -> (&[usize], usize) {
+                (t.shape.as_slice(), t.dtype().size())
+            }
+            let ins_sized: Vec<_> = ins.iter().map(|t| t.map(sized)).collect();
+            let outs_sized: Vec<_> = outs.iter().map(sized).collect();
+            self.work.bytes += step_bytes(&step.op, &ins_sized, &outs_sized);
             for v in step.inputs.iter().flatten() {
                 if self.last_use[*v] == index {
                     live.remove(v);

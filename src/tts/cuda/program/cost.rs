@@ -1,14 +1,19 @@
-//! The arithmetic work of a program run, counted from the shapes each step actually sees: the
-//! multiply-accumulates of convolutions, transposed convolutions and matrix products (everything
-//! else is memory traffic, not arithmetic worth counting). Both executors add up [`step_macs`]
-//! per run, so `talker engine bench` can print MACs per audio second and the share of the GPU's
-//! dense FP16 bound reached.
+//! The work of a program run, counted from the shapes each step actually sees: the
+//! multiply-accumulates of convolutions, transposed convolutions and matrix products, and the
+//! bytes the device engine moves through memory (every step's inputs and outputs as the plan
+//! stores them, plus the convolutions' own operand buffers). Both executors add up [`step_macs`]
+//! and [`step_bytes`] per run, so `talker engine bench` can print both per audio second beside
+//! the shares of the GPU's compute and memory bounds reached: the engine is far from the first,
+//! and the second says whether its kernels or its design are what is slow.
 
-use super::op::Op;
+use super::op::{ConvSpec, Op, Precision};
 use crate::tts::cuda::tensor::numel;
 
 /// Dense FP16/BF16 matrix throughput of one H200 (TFLOP/s), the bound the bench compares with.
 pub const H200_DENSE_FP16_TFLOPS: f64 = 790.0;
+
+/// Memory bandwidth of one H200 (TB/s, NVIDIA's figure for the SXM part).
+pub const H200_MEMORY_TBPS: f64 = 4.8;
 
 /// MACs of one step, given its inputs' and first output's shapes (`None` for an absent input);
 /// 0 for ops that do no matrix arithmetic.
@@ -36,10 +41,84 @@ pub fn step_macs(op: &Op, inputs: &[Option<&[usize]>], output: &[usize]) -> u64 
     macs as u64
 }
 
-/// Work of a run (or of many): MACs, and FLOPs as two per MAC.
+fn operand_size(p: Precision) -> usize {
+    match p {
+        Precision::F32 => 4,
+        Precision::F16 => 2,
+        Precision::I8 => 1,
+    }
+}
+
+/// Bytes one step moves through device memory, given its inputs' and outputs' shapes with their
+/// element sizes (`None` for an absent input): each is read or written once, weights included
+/// (at the plan's 4 bytes, a slight overcount for FP16 and INT8 weights, which are small). A
+/// convolution also writes and reads its GEMM operand (im2col, or the cast of a transposed
+/// convolution's input), INT8 its 32-bit accumulators, and a transposed convolution its
+/// `[out·k, t]` product before col2im, as the device executor runs them.
+pub fn step_bytes(
+    op: &Op,
+    inputs: &[Option<(&[usize], usize)>],
+    outputs: &[(&[usize], usize)],
+) -> u64 {
+    let tensors: usize = inputs
+        .iter()
+        .flatten()
+        .chain(outputs)
+        .map(|(s, size)| numel(s) * size)
+        .sum();
+    let shape = |k: usize| inputs.get(k).copied().flatten().map(|(s, _)| s);
+    let out = outputs.first().map(|(s, _)| *s);
+    let internal = match (op, shape(0), shape(1), out) {
+        (Op::Conv(c), Some([b, cin, ..]), Some([_, _, k, ..]), Some([_, cout, t_out, ..]))
+            if c.group == 1 =>
+        {
+            let direct = conv_is_direct(c, *k);
+            let col = if direct {
+                0
+            } else {
+                b * cin * k * t_out * operand_size(c.precision)
+            };
+            let acc = if c.precision == Precision::I8 {
+                b * cout * t_out * 4
+            } else {
+                0
+            };
+            2 * (col + acc)
+        }
+        (Op::ConvTranspose(c), Some([b, cin, t, ..]), Some(_), Some([_, cout, ..])) => {
+            let k = c.kernel.max(1);
+            let cast = if c.precision == Precision::F32 {
+                0
+            } else {
+                b * cin * t * operand_size(c.precision)
+            };
+            let acc = if c.precision == Precision::I8 {
+                b * cout * k * t * 4
+            } else {
+                0
+            };
+            2 * (cast + acc + b * cout * k * t * 4)
+        }
+        _ => 0,
+    };
+    (tensors + internal) as u64
+}
+
+/// Whether the device runs this convolution as a GEMM straight on its input (FP32, 1×1, no
+/// stride or padding), without an im2col operand.
+fn conv_is_direct(c: &ConvSpec, kernel: usize) -> bool {
+    c.precision == Precision::F32
+        && kernel == 1
+        && c.stride == 1
+        && c.pad_begin == 0
+        && c.pad_end == 0
+}
+
+/// Work of a run (or of many): MACs (FLOPs as two per MAC) and bytes moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Work {
     pub macs: u64,
+    pub bytes: u64,
 }
 
 impl Work {
@@ -50,12 +129,18 @@ impl Work {
     /// The bench's figures for this work done in `seconds`, producing `audio_seconds` of audio.
     pub fn report(&self, audio_seconds: f64, seconds: f64) -> serde_json::Value {
         let tflops = self.flops() / seconds.max(1e-12) / 1e12;
+        let tbps = self.bytes as f64 / seconds.max(1e-12) / 1e12;
         serde_json::json!({
             "macs": self.macs,
             "macs_per_audio_second": self.macs as f64 / audio_seconds.max(1e-12),
             "achieved_tflops": tflops,
             "h200_dense_fp16_tflops": H200_DENSE_FP16_TFLOPS,
             "share_of_h200_bound": tflops / H200_DENSE_FP16_TFLOPS,
+            "bytes": self.bytes,
+            "bytes_per_audio_second": self.bytes as f64 / audio_seconds.max(1e-12),
+            "achieved_tb_per_s": tbps,
+            "h200_memory_tb_per_s": H200_MEMORY_TBPS,
+            "share_of_h200_memory_bound": tbps / H200_MEMORY_TBPS,
         })
     }
 }
@@ -100,12 +185,61 @@ mod tests {
 
     #[test]
     fn work_reports_the_share_of_the_bound() {
-        let w = Work { macs: 395_000_000 };
+        let w = Work {
+            macs: 395_000_000,
+            bytes: 9_600_000_000,
+        };
         let r = w.report(2.0, 1e-3);
         assert_eq!(r["macs_per_audio_second"], 197_500_000.0);
         let tflops = r["achieved_tflops"].as_f64().unwrap();
         assert!((tflops - 0.79).abs() < 1e-9, "{tflops}");
         let share = r["share_of_h200_bound"].as_f64().unwrap();
         assert!((share - 0.001).abs() < 1e-12, "{share}");
+        assert_eq!(r["bytes_per_audio_second"], 4_800_000_000.0);
+        let memory = r["share_of_h200_memory_bound"].as_f64().unwrap();
+        assert!((memory - 2.0).abs() < 1e-9, "{memory}");
+    }
+
+    #[test]
+    fn bytes_count_tensors_and_the_convolutions_own_buffers() {
+        let f = |s: &'static [usize]| Some((s, 4));
+        // Elementwise: two inputs and the output, once each.
+        let add = Op::Binary(crate::tts::cuda::program::op::Binary::Add);
+        assert_eq!(
+            step_bytes(&add, &[f(&[2, 3]), f(&[1, 3])], &[(&[2, 3], 4)]),
+            (6 + 3 + 6) * 4
+        );
+        // FP16 conv, 2 items, 4 → 8 channels, kernel 3, 10 output frames: x, w, out, and the
+        // im2col operand (2·12 rows·10 columns of 2 bytes) written and read.
+        let conv = Op::Conv(ConvSpec {
+            precision: Precision::F16,
+            ..spec(3, 1, 1)
+        });
+        let tensors = (2 * 4 * 12 + 8 * 4 * 3 + 2 * 8 * 10) * 4;
+        assert_eq!(
+            step_bytes(
+                &conv,
+                &[f(&[2, 4, 12]), f(&[8, 4, 3]), None],
+                &[(&[2, 8, 10], 4)]
+            ),
+            (tensors + 2 * (2 * 12 * 10 * 2)) as u64
+        );
+        // An FP32 1×1 conv is a GEMM on its input: no operand buffer.
+        let direct = Op::Conv(spec(1, 1, 1));
+        assert_eq!(
+            step_bytes(&direct, &[f(&[1, 4, 5]), f(&[8, 4, 1])], &[(&[1, 8, 5], 4)]),
+            ((20 + 32 + 40) * 4) as u64
+        );
+        // FP32 ConvTranspose 256 → 128, k 16, 7 frames: the [128·16, 7] product, written and read.
+        let ct = Op::ConvTranspose(spec(16, 8, 1));
+        let tensors = (256 * 7 + 256 * 128 * 16 + 128 * 64) * 4;
+        assert_eq!(
+            step_bytes(
+                &ct,
+                &[f(&[1, 256, 7]), f(&[256, 128, 16])],
+                &[(&[1, 128, 64], 4)]
+            ),
+            (tensors + 2 * 128 * 16 * 7 * 4) as u64
+        );
     }
 }

@@ -410,6 +410,7 @@ impl DeviceExecutor {
         self.tainted.extend(rec.tainted.iter().copied());
         self.shape_tainted.extend(rec.shape_tainted.iter().copied());
         self.work.macs += rec.work.macs;
+        self.work.bytes += rec.work.bytes;
         self.graphs.stats.replayed += 1;
         self.graphs.stats.graph_steps += rec.end - rec.start;
         Ok(())
@@ -540,6 +541,7 @@ impl DeviceExecutor {
         self.graphs.stats.graph_steps += end - start;
         let work = Work {
             macs: self.work.macs - work_before.macs,
+            bytes: self.work.bytes - work_before.bytes,
         };
         self.graphs.cache.entry(key).or_default().push(Captured {
             graph: Some(graph),

@@ -27,7 +27,7 @@ use super::memory::{self, DevTensor};
 use super::{Gpu, GpuError};
 use crate::tts::cuda::io::{Feed, Outputs};
 use crate::tts::cuda::ops;
-use crate::tts::cuda::program::cost::{Work, step_macs};
+use crate::tts::cuda::program::cost::{Work, step_bytes, step_macs};
 use crate::tts::cuda::program::op::{Op, Precision, ReduceKind};
 use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Tensor};
@@ -470,19 +470,28 @@ impl DeviceExecutor {
             h(i, &t);
         }
         let started = self.profile.is_some().then(Instant::now);
-        let shapes: Vec<Option<Vec<usize>>> = match step.op {
-            Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul => step
-                .inputs
-                .iter()
-                .map(|v| v.and_then(|v| self.shape_of(slots, v)))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let shapes: Vec<Option<Vec<usize>>> = step
+            .inputs
+            .iter()
+            .map(|v| v.and_then(|v| self.shape_of(slots, v)))
+            .collect();
         let outs = self.step(i, step, slots, rng)?;
-        if let Some(o) = outs.first().filter(|_| !shapes.is_empty()) {
-            let ins: Vec<Option<&[usize]>> = shapes.iter().map(Option::as_deref).collect();
-            self.work.macs += step_macs(&step.op, &ins, slot_shape(o));
+        let size = |v: Option<ValueId>| v.map_or(4, |v| self.plan.values[v].dtype.size());
+        let ins: Vec<Option<(&[usize], usize)>> = shapes
+            .iter()
+            .zip(&step.inputs)
+            .map(|(s, v)| s.as_deref().map(|s| (s, size(*v))))
+            .collect();
+        let out_shapes: Vec<(&[usize], usize)> = outs
+            .iter()
+            .zip(&step.outputs)
+            .map(|(o, v)| (slot_shape(o), size(Some(*v))))
+            .collect();
+        if let Some((o, _)) = out_shapes.first() {
+            let ins: Vec<Option<&[usize]>> = ins.iter().map(|i| i.map(|(s, _)| s)).collect();
+            self.work.macs += step_macs(&step.op, &ins, o);
         }
+        self.work.bytes += step_bytes(&step.op, &ins, &out_shapes);
         if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
             self.gpu.sync()?;
             let key = match &step.op {
