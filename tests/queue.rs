@@ -247,6 +247,24 @@ struct Worker {
 }
 
 impl Worker {
+    /// Waits until `done` holds; fails with `what` and the events so far after `limit`, or when
+    /// the worker has exited first.
+    fn wait_until(&mut self, what: &str, limit: Duration, mut done: impl FnMut(&Worker) -> bool) {
+        let t = Instant::now();
+        while !done(self) {
+            assert!(
+                t.elapsed() < limit,
+                "{what}: {:?}",
+                self.events.lock().unwrap()
+            );
+            assert!(
+                self.child.try_wait().unwrap().is_none(),
+                "worker ended early"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn spawn(mut c: Command) -> Worker {
         let mut child = c
             .stdout(Stdio::null())
@@ -462,21 +480,11 @@ fn killed_worker(backend: Backend) {
 
     let mut first = env.worker(&["--lease-ttl", "3", "--heartbeat", "0.5"]);
     first.wait_for("claimed", Duration::from_secs(30));
-    let t = Instant::now();
     // Three files, so at least two are also recorded in the cache's database (a chunk's file is
     // renamed into place just before its row is written).
-    while chunk_files(&env.cache).len() < before + 3 {
-        assert!(
-            t.elapsed() < Duration::from_secs(300),
-            "no chunk finished: {:?}",
-            first.events.lock().unwrap()
-        );
-        assert!(
-            first.child.try_wait().unwrap().is_none(),
-            "worker ended early"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    first.wait_until("no chunk finished", Duration::from_secs(300), |_| {
+        chunk_files(&env.cache).len() >= before + 3
+    });
     first.child.kill().unwrap();
     first.finish(Duration::from_secs(10));
     let finished_by_first = chunk_files(&env.cache).len() - before;
@@ -790,33 +798,19 @@ fn postgres_outage_stops_the_render_after_a_lease_and_it_resumes() {
     w.wait_for("claimed", Duration::from_secs(30));
     // The outage starts once a chunk is finished, so the resumed render has one to reuse however
     // slowly this machine renders (a finished chunk without its row is adopted too).
-    let t = Instant::now();
-    while chunk_files(&env.cache).len() <= before {
-        assert!(
-            t.elapsed() < Duration::from_secs(300),
-            "no chunk finished: {:?}",
-            w.events.lock().unwrap()
-        );
-        assert!(w.child.try_wait().unwrap().is_none(), "worker ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    w.wait_until("no chunk finished", Duration::from_secs(300), |_| {
+        chunk_files(&env.cache).len() > before
+    });
     psql(&env.queue, &format!("REVOKE UPDATE ON jobs FROM {role}"));
     w.wait_for("warning", Duration::from_secs(30));
-    let t = Instant::now();
-    while !w.events("warning").iter().any(|e| {
-        e["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("cannot release")
-    }) {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "render not stopped: {:?}",
-            w.events.lock().unwrap()
-        );
-        assert!(w.child.try_wait().unwrap().is_none(), "worker exited");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    w.wait_until("render not stopped", Duration::from_secs(60), |w| {
+        w.events("warning").iter().any(|e| {
+            e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("cannot release")
+        })
+    });
     assert!(!env.out.join("lecture.mp4").exists());
     psql(&env.queue, &format!("GRANT UPDATE ON jobs TO {role}"));
     assert_eq!(w.finish(Duration::from_secs(300)), 0);

@@ -330,11 +330,11 @@ impl DeviceExecutor {
     }
 
     /// A live value's shape, wherever it is.
-    fn shape_of(&self, slots: &Slots, v: ValueId) -> Option<Vec<usize>> {
+    fn shape_ref<'a>(&'a self, slots: &'a Slots, v: ValueId) -> Option<&'a [usize]> {
         match (slots.get(&v), self.consts.get(&v)) {
-            (Some(s), _) => Some(slot_shape(s).to_vec()),
-            (None, Some(d)) => Some(d.shape.clone()),
-            (None, None) => self.plan.constants.get(&v).map(|t| t.shape.clone()),
+            (Some(s), _) => Some(slot_shape(s)),
+            (None, Some(d)) => Some(&d.shape),
+            (None, None) => self.plan.constants.get(&v).map(|t| t.shape.as_slice()),
         }
     }
 
@@ -470,28 +470,30 @@ impl DeviceExecutor {
             h(i, &t);
         }
         let started = self.profile.is_some().then(Instant::now);
-        let shapes: Vec<Option<Vec<usize>>> = step
+        let outs = self.step(i, step, slots, rng)?;
+        // Counted after the step, from shapes borrowed where the inputs still live (they are
+        // freed below): nothing is copied on this per-step path.
+        let size = |v: Option<ValueId>| v.map_or(4, |v| self.plan.values[v].dtype.size());
+        let ins: Vec<Option<(&[usize], usize)>> = step
             .inputs
             .iter()
-            .map(|v| v.and_then(|v| self.shape_of(slots, v)))
-            .collect();
-        let outs = self.step(i, step, slots, rng)?;
-        let size = |v: Option<ValueId>| v.map_or(4, |v| self.plan.values[v].dtype.size());
-        let ins: Vec<Option<(&[usize], usize)>> = shapes
-            .iter()
-            .zip(&step.inputs)
-            .map(|(s, v)| s.as_deref().map(|s| (s, size(*v))))
+            .map(|v| {
+                v.and_then(|id| self.shape_ref(slots, id))
+                    .map(|s| (s, size(*v)))
+            })
             .collect();
         let out_shapes: Vec<(&[usize], usize)> = outs
             .iter()
             .zip(&step.outputs)
             .map(|(o, v)| (slot_shape(o), size(Some(*v))))
             .collect();
-        if let Some((o, _)) = out_shapes.first() {
+        let macs = out_shapes.first().map_or(0, |(o, _)| {
             let ins: Vec<Option<&[usize]>> = ins.iter().map(|i| i.map(|(s, _)| s)).collect();
-            self.work.macs += step_macs(&step.op, &ins, o);
-        }
-        self.work.bytes += step_bytes(&step.op, &ins, &out_shapes);
+            step_macs(&step.op, &ins, o)
+        });
+        let bytes = step_bytes(&step.op, &ins, &out_shapes);
+        self.work.macs += macs;
+        self.work.bytes += bytes;
         if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
             self.gpu.sync()?;
             let key = match &step.op {
