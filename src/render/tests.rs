@@ -564,7 +564,7 @@ fn bad_portraits_and_landmarks_are_rejected() {
     closed_eye[39] = closed_eye[36];
     assert!(matches!(
         FaceRig::new(&img, &closed_eye),
-        Err(RenderError::FaceTooSmall { .. })
+        Err(RenderError::EyeTooSmall { .. })
     ));
 }
 
@@ -677,4 +677,52 @@ fn a_closed_mouth_portrait_opens_with_synthetic_teeth_and_cavity() {
         .filter(|&i| luma(column[i]) > 215.0 && before[i] <= 215.0)
         .count();
     assert!(new_teeth >= 2, "no synthetic teeth above the cavity");
+}
+
+/// A square crop of 1.5 face widths about the face, scaled to `side` px (bilinear), with its
+/// landmarks moved alike: the face fills the frame, as in a close-up.
+fn close_up(side: u32) -> (image::RgbImage, [P; 68]) {
+    let img = portrait();
+    let lm = landmarks();
+    let (xs, ys) = (lm.map(|p| p[0]), lm.map(|p| p[1]));
+    let lo = |v: [f32; 68]| v.iter().copied().fold(f32::MAX, f32::min);
+    let hi = |v: [f32; 68]| v.iter().copied().fold(f32::MIN, f32::max);
+    let (x0, y0, x1, y1) = (lo(xs), lo(ys), hi(xs), hi(ys));
+    let crop = 1.5 * (x1 - x0).max(y1 - y0);
+    let (cx, cy) = (0.5 * (x0 + x1) - 0.5 * crop, 0.5 * (y0 + y1) - 0.5 * crop);
+    let k = side as f32 / crop;
+    let src = Rgb::from_image(&img);
+    let out = image::RgbImage::from_fn(side, side, |x, y| {
+        let v = src.bilinear(cx + x as f32 / k, cy + y as f32 / k);
+        image::Rgb(v.map(|v| (v + 0.5) as u8))
+    });
+    (out, lm.map(|p| [(p[0] - cx) * k, (p[1] - cy) * k]))
+}
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let se: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+        .sum();
+    10.0 * (255.0f64 * 255.0 * a.len() as f64 / se.max(1e-9)).log10()
+}
+
+#[test]
+fn cells_match_the_exact_renderer_on_small_faces_and_close_ups() {
+    let cases = [
+        (portrait(), landmarks()),
+        close_up(600),
+        transformed(12.0, 700),
+    ];
+    for (n, (img, lm)) in cases.iter().enumerate() {
+        let rig = FaceRig::new(img, lm).expect("rig");
+        let mut exact = vec![0u8; img.as_raw().len()];
+        for pose in poses() {
+            rig.render_exact(&pose, &mut exact);
+            let fast = render(&rig, &pose);
+            let db = psnr(&fast, &exact);
+            assert!(db >= 45.0, "case {n} pose {pose:?}: {db:.1} dB");
+        }
+    }
 }
