@@ -113,6 +113,24 @@ fn chunks_without_b_frames_and_empty_chunks_assemble() {
 }
 
 #[test]
+fn a_cue_longer_than_a_text_sample_becomes_several() {
+    let (dir, out) = temp("out.mp4");
+    let chunk = dir.path().join("c0.mkv");
+    write_chunk(&chunk, &small(24), 22050, 48, 44100);
+    let meta = OutputMeta {
+        cues: vec![Cue {
+            text: "word ".repeat(20_000),
+            start: 0.0,
+            end: 2.0,
+        }],
+        ..OutputMeta::default()
+    };
+    assemble_paths(&[chunk], &out, &meta).expect("assemble");
+    let p = ffprobe(&out, &["-count_packets"]);
+    assert_eq!(stream(&p, "subtitle")["nb_read_packets"], "2");
+}
+
+#[test]
 fn chapters_and_subtitles_are_written() {
     let (dir, out) = temp("out.mp4");
     let chunk = dir.path().join("c0.mkv");
