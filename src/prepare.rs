@@ -255,7 +255,7 @@ pub fn prepare(
 }
 
 /// A frame whose shape crops the face away is the size's fault, not the face's: when the portrait
-/// works at its own shape (at the requested size's longest side, else at its default size) or with
+/// works at its own shape (its default size, else at the requested size's longest side) or with
 /// `--framing head` at the requested size, the error says so and names what works.
 fn blame_the_size(
     e: Error,
@@ -284,7 +284,7 @@ fn blame_the_size(
     let even = |v: u64| (v.max(64) as u32) & !1;
     let own = (even(side * pw / pw.max(ph)), even(side * ph / pw.max(ph)));
     let mut fixes = Vec::new();
-    if let Some((sw, sh)) = [own, look::default_size(pw as u32, ph as u32)]
+    if let Some((sw, sh)) = [look::default_size(pw as u32, ph as u32), own]
         .into_iter()
         .filter(|&size| size != asked.size)
         .find(|&size| works(&LookOptions { size, ..*asked }))
