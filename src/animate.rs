@@ -134,9 +134,10 @@ pub fn render_chunk(
     let mut writer = ChunkWriter::create(path, &look.video, sample_rate)?;
     // i16 → f32 → i16 is exact through the writer's ×32767 rounding.
     let pcm: Vec<f32> = audio.pcm.iter().map(|&s| f32::from(s) / 32767.0).collect();
-    // The chunk is a whole number of frames, so each frame carries exactly this many samples;
-    // writing them with their frame keeps the muxer's interleaving queue short.
-    let per_frame = pcm.len() / frames.max(1) as usize;
+    // Frame k carries samples [k·len/frames, (k+1)·len/frames): integer boundaries that cover the
+    // chunk exactly even when a frame is a fraction of samples (22050 Hz at 24 fps is 918.75).
+    // Writing them with their frame keeps the muxer's interleaving queue short.
+    let sample_at = |k: u64| (k * pcm.len() as u64 / frames.max(1)) as usize;
     let mut buf = vec![0u8; look.rig.width() as usize * look.rig.height() as usize * 3];
     for k in 0..frames {
         if stop.load(Ordering::Relaxed) {
@@ -149,8 +150,7 @@ pub fn render_chunk(
             &mut buf,
         );
         let t1 = Instant::now();
-        let k = k as usize;
-        writer.write_audio(&pcm[k * per_frame..((k + 1) * per_frame).min(pcm.len())])?;
+        writer.write_audio(&pcm[sample_at(k)..sample_at(k + 1)])?;
         writer.write_frame(&buf)?;
         clock.add(Stage::Frames, t1 - t0);
         clock.add(Stage::Encode, t1.elapsed());

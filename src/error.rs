@@ -48,6 +48,12 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The result could not be printed; the work itself is done (`what` says so).
+    #[error("cannot write {what} to standard output: {source}")]
+    Stdout {
+        what: String,
+        source: std::io::Error,
+    },
     #[error("interrupted (SIGINT/SIGTERM); nothing was written")]
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
@@ -93,6 +99,7 @@ impl Error {
             Error::Assets(_)
             | Error::Cache(_)
             | Error::Io { .. }
+            | Error::Stdout { .. }
             | Error::ThreadLost(_)
             | Error::JobsFailed { .. } => 1,
         }

@@ -95,11 +95,11 @@ fn main() -> ExitCode {
             let chain = e.chain();
             if cli.global.json {
                 let v = serde_json::json!({"event": "error", "message": chain.join(": "), "exit_code": e.exit_code()});
-                eprintln!("{v}");
+                cli::ui::eprint_line(&v.to_string());
             } else {
-                eprintln!("talker: {}", chain[0]);
+                cli::ui::eprint_line(&format!("talker: {}", chain[0]));
                 for cause in &chain[1..] {
-                    eprintln!("  caused by: {cause}");
+                    cli::ui::eprint_line(&format!("  caused by: {cause}"));
                 }
             }
             ExitCode::from(e.exit_code())

@@ -4,22 +4,26 @@
 //! Input: [`RenderOptions`]. Output: [`Prepared`] (script, speech engine, look, plan with chunk
 //! keys). Cheapest checks first, so bad input fails in milliseconds and before any synthesis.
 
-use std::sync::atomic::AtomicBool;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::assets::DEFAULT_VOICE;
+use crate::cache::CacheLocation;
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
 use crate::lexicon::Lexicon;
 use crate::look::{self, Look, LookOptions};
-use crate::media::VideoSettings;
+use crate::media::{AudioFormat, VideoSettings};
 use crate::phonemize::Phonemizer;
 use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
+use crate::render::RenderError;
 use crate::script::Script;
-use crate::settings::RenderOptions;
+use crate::settings::{Framing, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
+use crate::text;
 use crate::tts::voice::VoiceFiles;
 
 /// Everything a render needs before any audio or frame exists.
@@ -37,14 +41,28 @@ pub fn load_inputs(
     service: &SpeechService,
     progress: &dyn Progress,
     clock: &Clock,
+    cancel: &AtomicBool,
 ) -> Result<(Script, SpeechEngine)> {
     let t = Instant::now();
+    let stopped = || {
+        if cancel.load(Ordering::Relaxed) {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    if opts.extra.format.unwrap_or(OutputKind::of(&opts.output))
+        != OutputKind::Audio(AudioFormat::Wav)
+    {
+        ffmpeg_path(&opts.output, "output", "choose an output name")?;
+    }
     guard::regular_input(&opts.script, "script")?;
     let (mut script, notes) = crate::book::load_script(&opts.script)?;
     for message in notes {
         progress.event(Event::Warning { message });
     }
     for path in &opts.extra.lexicons {
+        stopped()?;
         let more = Lexicon::load(path)?;
         script
             .lexicon
@@ -72,8 +90,57 @@ pub fn load_inputs(
         let voice = engine.config();
         lexicon.check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))?;
     }
+    for message in caveats(&script, &voice_name, &engine.config().espeak_voice) {
+        progress.event(Event::Warning { message });
+    }
+    stopped()?;
     clock.add(Stage::Script, t.elapsed());
     Ok((script, engine))
+}
+
+/// What the voice will read otherwise than meant, one warning per kind naming the first segment:
+/// markup read aloud (until pauses are marked up), letters the voice's language does not use.
+fn caveats(script: &Script, voice: &str, language: &str) -> Vec<String> {
+    let first_of = |found: &dyn Fn(&str) -> Option<String>| {
+        let mut hits = script
+            .segments
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| found(&s.text).map(|what| (i, what)));
+        let (i, what) = hits.next()?;
+        let more = match hits.count() {
+            0 => String::new(),
+            n => format!(" (and {n} more segment{})", if n == 1 { "" } else { "s" }),
+        };
+        Some(format!("segments[{i}].text{more}: {what}"))
+    };
+    let markup = first_of(&|t| {
+        text::caveats::first_markup(t).map(|tag| {
+            format!(
+                "holds markup ({tag}), which is read aloud and shown in the subtitles: talker reads plain text, not SSML; remove it (a segment's \"pause_ms\" makes a pause)"
+            )
+        })
+    });
+    let foreign = first_of(&|t| {
+        text::caveats::foreign_letters(t, language).map(|system| {
+            format!(
+                "has {system} letters, which voice {voice} ({language}) does not speak: espeak-ng names them letter by letter; use a voice for that language or write the words in Latin letters"
+            )
+        })
+    });
+    markup.into_iter().chain(foreign).collect()
+}
+
+/// FFmpeg opens the files it writes by UTF-8 name only (ffmpeg-next panics on any other), so a
+/// path that is not UTF-8 is refused before any work rather than failing after all of it.
+fn ffmpeg_path(path: &Path, what: &str, fix: &str) -> Result<()> {
+    if path.to_str().is_some() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{}: the {what} path is not valid UTF-8, and FFmpeg writes only to UTF-8 names; {fix} in UTF-8",
+        path.display()
+    )))
 }
 
 /// Text, phonemes and phrase keys of every sentence.
@@ -117,7 +184,14 @@ pub fn prepare(
         ));
     }
     guard::regular_input(&opts.portrait, "portrait")?;
-    let (script, engine) = load_inputs(opts, service, progress, clock)?;
+    if let CacheLocation::Dir(dir) = &opts.cache {
+        ffmpeg_path(
+            dir,
+            "cache directory",
+            "point --cache (or $TALKER_CACHE) at a directory named",
+        )?;
+    }
+    let (script, engine) = load_inputs(opts, service, progress, clock, cancel)?;
     let t = Instant::now();
     progress.event(Event::Start {
         stage: Stage::Face,
@@ -126,6 +200,9 @@ pub fn prepare(
     let portrait = Portrait::open(&opts.portrait)?;
     let models = FaceModels::load(&opts.assets.face_dir())?;
     let analysis = models.analyse(&portrait)?;
+    if cancel.load(Ordering::Relaxed) {
+        return Err(Error::Cancelled);
+    }
     if analysis.faces_found > 1 {
         progress.event(Event::Warning {
             message: format!(
@@ -178,7 +255,8 @@ pub fn prepare(
 }
 
 /// A frame whose shape crops the face away is the size's fault, not the face's: when the portrait
-/// works at its own shape and the requested size's longest side, the error says so.
+/// works at its own shape (its default size, else at the requested size's longest side) or with
+/// `--framing head` at the requested size, the error says so and names what works.
 fn blame_the_size(
     e: Error,
     portrait: &Portrait,
@@ -189,6 +267,14 @@ fn blame_the_size(
     if !matches!(e, Error::Rig(_)) {
         return e;
     }
+    let works = |opts: &LookOptions| {
+        let video = VideoSettings {
+            width: opts.size.0,
+            height: opts.size.1,
+            ..video.clone()
+        };
+        look::prepare(&portrait.image, landmarks, opts, video).is_ok()
+    };
     let (pw, ph) = (
         u64::from(portrait.image.width()),
         u64::from(portrait.image.height()),
@@ -197,26 +283,36 @@ fn blame_the_size(
     let side = u64::from(w.max(h));
     let even = |v: u64| (v.max(64) as u32) & !1;
     let own = (even(side * pw / pw.max(ph)), even(side * ph / pw.max(ph)));
-    if own == asked.size {
-        return e;
+    let mut fixes = Vec::new();
+    if let Some((sw, sh)) = [look::default_size(pw as u32, ph as u32), own]
+        .into_iter()
+        .filter(|&size| size != asked.size)
+        .find(|&size| works(&LookOptions { size, ..*asked }))
+    {
+        fixes.push(format!(
+            "a --size (or script \"size\") closer to the portrait's shape, such as {sw}x{sh}"
+        ));
     }
-    let fits = LookOptions {
-        size: own,
+    let head = LookOptions {
+        framing: Framing::Head,
         ..*asked
     };
-    let video = VideoSettings {
-        width: own.0,
-        height: own.1,
-        ..video
-    };
-    if look::prepare(&portrait.image, landmarks, &fits, video).is_err() {
+    if asked.framing != Framing::Head && works(&head) {
+        fixes.push(format!(
+            "--framing head, which frames the head and shoulders at {w}x{h}"
+        ));
+    }
+    if fixes.is_empty() {
         return e;
     }
-    let suggest = look::default_size(pw as u32, ph as u32);
+    let what = if matches!(e, Error::Rig(RenderError::FaceTooSmall { .. })) {
+        "leaves too small a face to animate in"
+    } else {
+        "crops the face out of"
+    };
     Error::Usage(format!(
-        "a {w}x{h} frame crops the face out of portrait {} ({pw}x{ph} px); choose a --size (or script \"size\") closer to the portrait's shape, such as {}x{}",
+        "a {w}x{h} frame {what} portrait {} ({pw}x{ph} px); choose {}",
         portrait.path.display(),
-        suggest.0,
-        suggest.1
+        fixes.join(", or ")
     ))
 }

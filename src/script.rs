@@ -7,9 +7,11 @@
 //! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
 //! the first bad script instead of rendering nonsense.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::lexicon::Lexicon;
@@ -20,6 +22,9 @@ pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
 const MAX_TEXT_CHARS: usize = 200_000;
 pub const DEFAULT_PAUSE_MS: u32 = 300;
 pub const DEFAULT_FPS: u32 = 25;
+/// Frames per second a script, `--fps` or a job spec may ask for: chunk audio is cut between
+/// frames on exact sample positions, so any whole rate works; 120 covers high-frame-rate players.
+pub const FPS: std::ops::RangeInclusive<i64> = 1..=120;
 /// Longest side of the default output size, taken from the portrait.
 pub const DEFAULT_MAX_SIDE: u32 = 1080;
 
@@ -95,12 +100,7 @@ impl Script {
 
     /// As [`Script::parse`], with a `lexicon` path read relative to `base`.
     pub fn parse_in(text: &str, base: &Path) -> Result<Script, ScriptError> {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let value: Value = serde_json::from_str(text).map_err(|e| ScriptError {
-            file: PathBuf::new(),
-            at: format!("line {}, column {}", e.line(), e.column()),
-            message: format!("invalid JSON: {e}"),
-        })?;
+        let value = parse_json(text, Path::new(""))?;
         let mut v = Validator {
             error: None,
             base: base.to_path_buf(),
@@ -111,6 +111,117 @@ impl Script {
             (_, Some(e)) => Err(e),
             (None, None) => unreachable!("the validator returns None only with an error"),
         }
+    }
+}
+
+/// JSON text (a UTF-8 byte order mark allowed) as a value, refusing an object that gives a key
+/// twice: serde_json would keep the last silently, so the first value would vanish. Errors name
+/// `file`, and the key's JSON path (`segments[0].text`) or the line and column of a syntax error.
+/// Lexicon files use it too.
+pub(crate) fn parse_json(text: &str, file: &Path) -> Result<Value, ScriptError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let duplicate = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = Strict {
+        at: String::new(),
+        duplicate: &duplicate,
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v));
+    parsed.map_err(|e| match duplicate.into_inner() {
+        Some(at) => ScriptError {
+            file: file.to_path_buf(),
+            at,
+            message: format!(
+                "is given twice (the second at line {}, column {}); JSON keeps only one of them, so remove or rename the other",
+                e.line(),
+                e.column()
+            ),
+        },
+        None => ScriptError {
+            file: file.to_path_buf(),
+            at: format!("line {}, column {}", e.line(), e.column()),
+            message: format!("invalid JSON: {e}"),
+        },
+    })
+}
+
+/// Builds a [`Value`] like its own `Deserialize` does, stopping at a repeated key; `at` is the
+/// JSON path of the value being read, `duplicate` receives the repeated key's path.
+struct Strict<'a> {
+    at: String,
+    duplicate: &'a RefCell<Option<String>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(v) = seq.next_element_seed(Strict {
+            at: format!("{}[{}]", self.at, items.len()),
+            duplicate: self.duplicate,
+        })? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut obj = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let at = join(&self.at, &key);
+            if obj.contains_key(&key) {
+                *self.duplicate.borrow_mut() = Some(at);
+                return Err(serde::de::Error::custom("duplicate key"));
+            }
+            let v = map.next_value_seed(Strict {
+                at,
+                duplicate: self.duplicate,
+            })?;
+            obj.insert(key, v);
+        }
+        Ok(Value::Object(obj))
     }
 }
 
@@ -273,7 +384,12 @@ impl Validator {
         };
         let fps = match obj.get("fps") {
             None => Some(DEFAULT_FPS),
-            Some(v) => self.integer(v, "fps", 10..=60, "frames per second; 25 is the default"),
+            Some(v) => self.integer(
+                v,
+                "fps",
+                *FPS.start() as u64..=*FPS.end() as u64,
+                "frames per second; 25 is the default",
+            ),
         };
         let size = obj.get("size").map(|v| self.size(v));
         let segments = match obj.get("segments") {
@@ -345,6 +461,20 @@ impl Validator {
                 ),
                 Some(t) => self.string(t, &text_at, MAX_TEXT_CHARS),
             }?;
+            // The text becomes subtitles, where a BEL or ESC shows as garbage or drives a terminal.
+            if let Some((i, c)) = text
+                .chars()
+                .enumerate()
+                .find(|(_, c)| c.is_control() && !c.is_whitespace())
+            {
+                return self.fail(
+                    &text_at,
+                    format!(
+                        "contains the control character U+{:04X} at character {i}; remove it (tabs and line breaks are fine)",
+                        u32::from(c)
+                    ),
+                );
+            }
             if !crate::text::is_speakable(&text) {
                 return self.fail(&text_at, "has nothing a voice can say (no letters or digits); give it words or remove the segment");
             }
@@ -547,7 +677,7 @@ mod tests {
                 "speed",
                 "0.5 to 2.0",
             ),
-            (r#"{"segments":[{"text":"a"}],"fps":0}"#, "fps", "10 to 60"),
+            (r#"{"segments":[{"text":"a"}],"fps":0}"#, "fps", "1 to 120"),
             (
                 r#"{"segments":[{"text":"a"}],"size":[641,360]}"#,
                 "size",

@@ -24,7 +24,7 @@ use crate::script::kind;
 use crate::tts::select::SpeechSetup;
 
 /// Frames per second, for `--fps` and a spec's `fps`.
-pub const FPS: RangeInclusive<i64> = 10..=60;
+pub const FPS: RangeInclusive<i64> = crate::script::FPS;
 /// x264's constant rate factor.
 pub const CRF: RangeInclusive<i64> = 0..=51;
 /// Each side of the output, in pixels (both even: H.264 yuv420p).

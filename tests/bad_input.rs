@@ -49,6 +49,26 @@ fn bad_scripts() {
             r#"{"speed": 9, "segments": [{"text": "hi"}]}"#,
             "speed",
         ),
+        (
+            "fps.json",
+            r#"{"fps": 121, "segments": [{"text": "hi"}]}"#,
+            "fps: must be a whole number from 1 to 120",
+        ),
+        (
+            "twice.json",
+            "{\"segments\": [{\"text\": \"Keep me.\",\n \"text\": \"Lost.\"}]}",
+            "segments[0].text: is given twice (the second at line 2",
+        ),
+        (
+            "twice-top.json",
+            r#"{"title": "A", "segments": [{"text": "hi"}], "title": "B"}"#,
+            "title: is given twice",
+        ),
+        (
+            "bell.json",
+            "{\"segments\": [{\"text\": \"Tab\\tand line\\nare fine.\"}, {\"text\": \"Ring \\u0007 here.\"}]}",
+            "segments[1].text: contains the control character U+0007",
+        ),
     ];
     for (name, body, needle) in cases {
         let script = write_script(d, name, body);
@@ -105,8 +125,48 @@ fn bad_portraits() {
     image::imageops::resize(&img, 256, 256, image::imageops::FilterType::Triangle)
         .save(&tiny)
         .unwrap();
+    let mut jpeg = Vec::new();
+    image::DynamicImage::ImageRgb8(img.clone())
+        .write_to(
+            &mut std::io::Cursor::new(&mut jpeg),
+            image::ImageFormat::Jpeg,
+        )
+        .unwrap();
+    let cut_jpeg = d.join("cut.jpg");
+    std::fs::write(&cut_jpeg, &jpeg[..jpeg.len() / 2]).unwrap();
+    let mut formats = Vec::new();
+    for (name, magic, format) in [
+        (
+            "anim.gif",
+            &b"GIF89a\x00\x02\x00\x02\x00\x00\x00"[..],
+            "GIF",
+        ),
+        (
+            "photo.webp",
+            b"RIFF\x24\x00\x00\x00WEBPVP8 \x00\x00",
+            "WebP",
+        ),
+        ("scan.bmp", b"BM\x36\x00\x0c\x00\x00\x00\x00\x00", "BMP"),
+        ("scan.tif", b"II*\x00\x08\x00\x00\x00\x00\x00", "TIFF"),
+    ] {
+        let path = d.join(name);
+        let mut bytes = magic.to_vec();
+        bytes.resize(4096, 0);
+        std::fs::write(&path, bytes).unwrap();
+        formats.push((
+            path,
+            format!("is a {format} image, which talker does not read; only PNG and JPEG"),
+        ));
+    }
+    for (p, needle) in &formats {
+        refused(d, &["render", s(&script), s(p), "-o", s(&out)], needle);
+    }
     for (p, needle) in [
         (truncated.as_path(), "damaged or truncated"),
+        (
+            cut_jpeg.as_path(),
+            "the JPEG data ends before its end-of-image marker",
+        ),
         (text.as_path(), "not a PNG or JPEG"),
         (flag.as_path(), "no face found"),
         (tiny.as_path(), "px wide"),
@@ -183,6 +243,21 @@ fn bad_voice_and_arguments() {
         "does not exist",
     );
     refused(d, &["render", s(&script)], "PORTRAIT");
+    for fps in ["0", "121"] {
+        refused(
+            d,
+            &[
+                "render",
+                s(&script),
+                s(&portrait),
+                "-o",
+                s(&out),
+                "--fps",
+                fps,
+            ],
+            "1..=120",
+        );
+    }
     refused(
         d,
         &[
@@ -191,11 +266,96 @@ fn bad_voice_and_arguments() {
             s(&portrait),
             "-o",
             s(&out),
-            "--fps",
-            "500",
+            "--batch-budget",
+            "100000000000000",
         ],
-        "fps",
+        "0..=8192",
     );
+}
+
+/// FFmpeg writes only to UTF-8 names: another output or cache name is refused before any work.
+#[test]
+fn names_ffmpeg_cannot_write_are_refused_first() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = write_script(d, "ok.json", GOOD);
+    let portrait = repo("examples/portrait.png");
+    let latin1 = d.join(OsStr::from_bytes(b"caf\xe9.mp4"));
+    let o = talker(d)
+        .arg("render")
+        .args([&script, &portrait])
+        .arg("-o")
+        .arg(&latin1)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the output path is not valid UTF-8"), "{err}");
+    assert!(!latin1.exists());
+    let cache = d.join(OsStr::from_bytes(b"cach\xe9"));
+    let o = talker(d)
+        .arg("--cache")
+        .arg(&cache)
+        .arg("render")
+        .args([&script, &portrait])
+        .arg("-o")
+        .arg(d.join("out.mp4"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the cache directory path is not valid UTF-8"),
+        "{err}"
+    );
+    assert!(!cache.exists() && !d.join("out.mp4").exists());
+}
+
+/// A square frame on a wide portrait whose face is off centre crops the face: the message says
+/// which size or framing works instead of naming a landmark.
+#[test]
+fn a_size_that_crops_the_face_names_what_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = write_script(d, "ok.json", GOOD);
+    let img = image::open(repo("examples/portrait.png"))
+        .unwrap()
+        .to_rgb8();
+    let mut wide = image::RgbImage::from_pixel(1024, 512, image::Rgb([128, 128, 128]));
+    image::imageops::replace(&mut wide, &img, 0, 0);
+    let portrait = d.join("wide.png");
+    wide.save(&portrait).unwrap();
+    let out = d.join("out.mp4");
+    refused(
+        d,
+        &[
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&out),
+            "--size",
+            "256x256",
+        ],
+        "a 256x256 frame crops the face out of portrait",
+    );
+    let o = talker(d)
+        .args([
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&out),
+            "--size",
+            "256x256",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--framing head"), "{err}");
+    assert!(!err.contains("landmark"), "{err}");
 }
 
 #[test]

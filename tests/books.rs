@@ -726,3 +726,62 @@ fn epub_without_a_table_of_contents_takes_chapters_from_headings() {
     assert_eq!(chapters(&s), ["The Storm", "Morning"]);
     assert_eq!(s[0].0, "The Storm");
 }
+
+/// A 100 000-entry lexicon (and a second that replaces half of it) loads in one pass: each entry
+/// used to be compared with every earlier one, minutes for this size. A lexicon file that names a
+/// word twice is refused, naming the word.
+#[test]
+fn a_large_lexicon_loads_and_a_repeated_word_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let book = d.join("b.txt");
+    std::fs::write(&book, "Word7 and word99999 are here.\n").unwrap();
+    let entries = |n: usize, step: usize, say: &str| {
+        let body: Vec<String> = (0..n)
+            .step_by(step)
+            .map(|i| format!("\"word{i}\": \"{say} {i}\""))
+            .collect();
+        format!("{{{}}}", body.join(",\n"))
+    };
+    let big = d.join("big.json");
+    std::fs::write(&big, entries(100_000, 1, "first")).unwrap();
+    let half = d.join("half.json");
+    std::fs::write(&half, entries(100_000, 2, "later")).unwrap();
+    let out = d.join("b.json");
+    let o = talker(d)
+        .args(["script", "convert"])
+        .arg(&book)
+        .arg("-o")
+        .arg(&out)
+        .arg("--lexicon")
+        .arg(&big)
+        .arg("--lexicon")
+        .arg(&half)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    let script: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let lexicon = script["lexicon"].as_object().unwrap();
+    assert_eq!(lexicon.len(), 100_000);
+    assert_eq!(lexicon["word7"], "first 7");
+    assert_eq!(lexicon["word8"], "later 8");
+
+    let twice = d.join("twice.json");
+    std::fs::write(&twice, "{\"Nguyen\": \"win\",\n \"Nguyen\": \"nuh win\"}").unwrap();
+    let o = talker(d)
+        .args(["script", "convert", "--force"])
+        .arg(&book)
+        .arg("-o")
+        .arg(&out)
+        .arg("--lexicon")
+        .arg(&twice)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("twice.json: Nguyen: is given twice (the second at line 2"),
+        "{err}"
+    );
+}

@@ -271,3 +271,177 @@ fn cache_stats_and_gc_through_the_cli() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Any frame rate, not only those that divide the sample rate (22050 Hz is 918.75 samples a
+/// frame at 24 fps): every chunk joins, and audio and video last as long as each other.
+#[test]
+fn any_frame_rate_gives_a_synced_mp4() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(
+        dir.path(),
+        "two.json",
+        r#"{"segments": [{"text": "One chunk here."}, {"text": "And a second one."}]}"#,
+    );
+    for fps in [24u64, 30, 60] {
+        let out = dir.path().join(format!("at{fps}.mp4"));
+        let report = render_json(
+            dir.path(),
+            &script,
+            &out,
+            &[
+                "--framing",
+                "head",
+                "--size",
+                "128x128",
+                "--fps",
+                &fps.to_string(),
+            ],
+        );
+        assert_eq!(report["chunks"], 2, "two chunks are joined");
+        let p = probe(&out);
+        let streams = p["streams"].as_array().unwrap();
+        let of = |kind: &str| streams.iter().find(|s| s["codec_type"] == kind).unwrap();
+        let (video, audio) = (of("video"), of("audio"));
+        assert_eq!(video["r_frame_rate"], format!("{fps}/1"));
+        let frames: u64 = video["nb_frames"].as_str().unwrap().parse().unwrap();
+        assert_eq!(frames, report["frames"].as_u64().unwrap());
+        let vd: f64 = video["duration"].as_str().unwrap().parse().unwrap();
+        let ad: f64 = audio["duration"].as_str().unwrap().parse().unwrap();
+        assert!(
+            (vd - frames as f64 / fps as f64).abs() < 1e-3,
+            "{fps} fps: {frames} frames last {vd} s"
+        );
+        // AAC frames are 1024 samples at 48 kHz: the track may end up to one of them later.
+        assert!(
+            (vd - ad).abs() <= 1.0 / fps as f64 + 0.022,
+            "{fps} fps: video {vd} s vs audio {ad} s"
+        );
+    }
+}
+
+/// Logs and progress on a stderr whose reader has gone never stop a render: it finishes (exit 0)
+/// with its output complete.
+#[test]
+fn a_closed_stderr_does_not_stop_the_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(
+        dir.path(),
+        "s.json",
+        r#"{"segments": [{"text": "Nobody reads this."}]}"#,
+    );
+    let out = dir.path().join("out.mp4");
+    for json in [false, true] {
+        let _ = std::fs::remove_file(&out);
+        let mut c = talker(dir.path());
+        c.args([
+            "render",
+            "-v",
+            "--framing",
+            "head",
+            "--size",
+            "128x128",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&script)
+        .arg(repo("examples/portrait.png"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        if json {
+            c.arg("--json");
+        }
+        let mut child = c.spawn().unwrap();
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert!(status.success(), "json {json}: {status:?}");
+        assert!(out.is_file());
+    }
+}
+
+/// A report that cannot be written (a full disk) fails the command with exit 1 and a message,
+/// not a panic, and the finished render is kept.
+#[test]
+fn a_report_that_cannot_be_written_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(
+        dir.path(),
+        "s.json",
+        r#"{"segments": [{"text": "The disk is full."}]}"#,
+    );
+    let out = dir.path().join("out.mp4");
+    let o = talker(dir.path())
+        .args([
+            "render",
+            "--json",
+            "--framing",
+            "head",
+            "--size",
+            "128x128",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&script)
+        .arg(repo("examples/portrait.png"))
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write the report") && err.contains("is complete"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.is_file());
+}
+
+/// What a voice would read otherwise than meant is said once per kind, naming the segment; and a
+/// --precision that the CPU does not use is said too.
+#[test]
+fn markup_foreign_letters_and_an_unused_precision_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(
+        dir.path(),
+        "s.json",
+        r#"{"segments": [{"text": "Plain words."},
+            {"text": "Wait <break time=\"1s\"/> for it."},
+            {"text": "Shalom is שלום."}]}"#,
+    );
+    let o = talker(dir.path())
+        .args([
+            "render",
+            "--json",
+            "--backend",
+            "cpu",
+            "--precision",
+            "int8",
+            "-o",
+        ])
+        .arg(dir.path().join("out.wav"))
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    let warnings: Vec<String> = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "warning")
+        .map(|v| v["message"].as_str().unwrap().to_owned())
+        .collect();
+    let has = |needle: &str| warnings.iter().filter(|w| w.contains(needle)).count();
+    assert_eq!(
+        has("segments[1].text: holds markup (<break time=\"1s\"/>)"),
+        1,
+        "{warnings:?}"
+    );
+    assert_eq!(
+        has("segments[2].text: has Hebrew letters"),
+        1,
+        "{warnings:?}"
+    );
+    assert_eq!(
+        has("--precision int8 is for the CUDA engine"),
+        1,
+        "{warnings:?}"
+    );
+}

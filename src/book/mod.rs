@@ -195,18 +195,20 @@ pub(crate) fn fail(path: &Path, at: &str, message: &str) -> ScriptError {
 }
 
 /// Whitespace runs (newlines included) become one space.
+/// Whitespace collapsed to single spaces and other control characters dropped: a book's stray
+/// BEL or ESC would reach the subtitles (a JSON script is refused for them instead).
 pub(crate) fn collapse(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let printable: String = text
+        .chars()
+        .filter(|c| !c.is_control() || c.is_whitespace())
+        .collect();
+    printable.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn clip(text: &str, max: usize) -> String {
     // Labels go into MP4 metadata, which holds only printable text (the script validator refuses
     // control characters there), so a book's stray ones are dropped rather than failing it.
-    let printable: String = text
-        .chars()
-        .filter(|c| !c.is_control() || c.is_whitespace())
-        .collect();
-    let text = collapse(&printable);
+    let text = collapse(text);
     match text.char_indices().nth(max) {
         Some((i, _)) => text[..i].to_owned(),
         None => text,

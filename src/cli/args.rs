@@ -216,10 +216,10 @@ pub struct SpeechArgs {
     /// Where the voice model runs [default: $TALKER_BACKEND, else auto].
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,
-    /// Precision of the CUDA engine (ONNX Runtime on the CPU always runs fp32; int8 is faster
-    /// but noisier, see docs/gpu.md).
-    #[arg(long, value_enum, default_value_t = PrecisionArg::Fp16)]
-    pub precision: PrecisionArg,
+    /// Precision of the CUDA engine [default: fp16] (ONNX Runtime on the CPU always runs fp32,
+    /// and says so when this is given; int8 is faster but noisier, see docs/gpu.md).
+    #[arg(long, value_enum)]
+    pub precision: Option<PrecisionArg>,
     /// Where CUDA engines are kept; one is built on first use per voice, GPU and precision
     /// [default: engines/ in the cache directory].
     #[arg(long, value_name = "DIR")]
@@ -257,9 +257,11 @@ pub struct RenderArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     /// On the CPU: most phoneme ids per voice-model call; sentences of similar length share a call
-    /// up to this budget (0 = one sentence per call). On CPUs batching does not pay (see the
-    /// README's figures); the GPU batches by its own budget.
-    #[arg(long, value_name = "IDS", default_value_t = 0)]
+    /// up to this budget (0 = one sentence per call; at most 8192, the GPU's own budget, about
+    /// 330 s of audio in one call). On CPUs batching does not pay (see the README's figures).
+    #[arg(long, value_name = "IDS", default_value_t = 0,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(0..=talker::tts::select::GPU_LIMITS.token_budget as u64))]
     pub batch_budget: usize,
     /// Turn off the voice's sampling noise: the same text always sounds exactly the same.
     #[arg(long)]

@@ -7,7 +7,7 @@ use talker::assets::user_cache_dir;
 use talker::cache::Cache;
 
 use super::args::{CacheAction, Global};
-use super::ui::Ui;
+use super::ui::{Ui, print_result};
 
 /// `--cache`, else `$TALKER_CACHE`, else `~/.cache/talker`.
 pub fn cache_dir(global: &Global) -> PathBuf {
@@ -23,32 +23,31 @@ pub fn run_cache(action: &CacheAction, global: &Global, ui: &Ui) -> Result<()> {
     match action {
         CacheAction::Stats => {
             let s = cache.stats()?;
-            if global.json {
+            let text = if global.json {
                 let mut v = serde_json::to_value(&s).expect("stats serialise");
                 v["phrase_hit_ratio"] = s.phrase_hit_ratio().into();
                 v["chunk_hit_ratio"] = s.chunk_hit_ratio().into();
                 v["dir"] = cache.dir().display().to_string().into();
-                println!("{v}");
+                v.to_string()
             } else {
-                println!("cache {}", cache.dir().display());
-                println!(
-                    "phrases {:>8}  {:>10} bytes  hit ratio {:.2}",
+                format!(
+                    "cache {}\nphrases {:>8}  {:>10} bytes  hit ratio {:.2}\nchunks  {:>8}  {:>10} bytes  hit ratio {:.2}",
+                    cache.dir().display(),
                     s.phrases,
                     s.phrase_bytes,
-                    s.phrase_hit_ratio()
-                );
-                println!(
-                    "chunks  {:>8}  {:>10} bytes  hit ratio {:.2}",
+                    s.phrase_hit_ratio(),
                     s.chunks,
                     s.chunk_bytes,
                     s.chunk_hit_ratio()
-                );
-            }
+                )
+            };
+            print_result(&text, || "the cache statistics".to_owned())?;
         }
         CacheAction::Gc { max_size } => {
             let r = cache.gc(*max_size)?;
             if global.json {
-                println!("{}", serde_json::to_string(&r).expect("report serialises"));
+                let text = serde_json::to_string(&r).expect("report serialises");
+                print_result(&text, || "the report (the cache is collected)".to_owned())?;
             } else {
                 ui.say(&format!(
                     "removed {} phrases and {} chunks; {} bytes remain",

@@ -18,6 +18,7 @@ use talker::tts::cuda::device::check::{self, Check, read_ids};
 use talker::tts::voice::VoiceFiles;
 
 use super::args::{Global, PrecisionArg};
+use super::ui::print_result;
 
 #[derive(Debug, Args)]
 pub struct Common {
@@ -242,8 +243,7 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
             calibration,
         } => ids::make_ids(global, text, output, voice, *calibration)?,
     };
-    println!("{out}");
-    Ok(())
+    print_result(&out.to_string(), || "the result".to_owned())
 }
 
 /// `talker engine ids` needs espeak-ng, so it is built with the renderer only.

@@ -22,7 +22,7 @@ use super::args::{
     SpeechArgs, SubtitlesArg,
 };
 use super::commands::cache_dir;
-use super::ui::Ui;
+use super::ui::{Ui, print_result};
 
 fn default_output(script: &Path) -> PathBuf {
     script.with_extension("mp4")
@@ -53,7 +53,7 @@ pub fn speech_setup(
     let assets = Assets::locate(global.assets.as_deref());
     Ok(SpeechSetup {
         backend,
-        precision: args.precision.into(),
+        precision: args.precision.unwrap_or(PrecisionArg::Fp16).into(),
         engines: args
             .engines
             .clone()
@@ -74,6 +74,20 @@ pub fn start_speech(setup: &SpeechSetup, ui: &Ui) -> Result<SpeechService> {
         ui.say(note);
     }
     Ok(service)
+}
+
+/// A `--precision` the backend does not use, said once rather than ignored silently: ONNX
+/// Runtime on the CPU runs fp32 whatever was asked.
+pub fn precision_ignored(args: &SpeechArgs, service: &SpeechService) -> Option<String> {
+    let asked = args.precision?;
+    let used = service.info();
+    used.gpu.is_none().then(|| {
+        format!(
+            "--precision {} is for the CUDA engine; speech runs on the CPU ({}), which is always fp32",
+            select::precision_name(asked.into()),
+            used.describe()
+        )
+    })
 }
 
 pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOptions> {
@@ -122,8 +136,11 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
 pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBool) -> Result<()> {
     let opts = render_options(args, global)?;
     let service = start_speech(&opts.speech, ui)?;
+    if let Some(message) = precision_ignored(&args.speech, &service) {
+        ui.event(Event::Warning { message });
+    }
     let report = pipeline::run(&opts, &service, ui, cancel)?;
-    announce(global, ui, &report, || {
+    announce(global, ui, &report, &report.output, || {
         if report.frames == 0 {
             return format!(
                 "wrote {} ({:.1} s of audio) in {:.1} s: {:.1}x real time{}",
@@ -151,8 +168,7 @@ pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBo
             report.chunks,
             speech_line(&report)
         )
-    });
-    Ok(())
+    })
 }
 
 /// "speech on cuda (NVIDIA H200, fp16): 12 calls, 9.5 sentences per call, 0.8 s in the model,
@@ -190,11 +206,10 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         piper_python: args.piper_python.clone(),
     };
     let report = talker::bench::run(&opts)?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report).expect("report serialises")
-    );
-    Ok(())
+    print_result(
+        &serde_json::to_string_pretty(&report).expect("report serialises"),
+        || "the benchmark report".to_owned(),
+    )
 }
 
 pub fn run_preview(
@@ -221,22 +236,21 @@ pub fn run_preview(
         no_cache: false,
         speech: SpeechArgs {
             backend: Some(BackendArg::Cpu),
-            precision: PrecisionArg::Fp32,
+            precision: Some(PrecisionArg::Fp32),
             engines: None,
             max_batch_wait_ms: 0,
         },
     };
     let report =
         talker::preview::preview(&render_options(&render, global)?, &args.output, ui, cancel)?;
-    announce(global, ui, &report, || {
+    announce(global, ui, &report, &args.output, || {
         format!(
             "wrote {}: {} cells, {} of 15 visemes taken from the script's speech",
             args.output.display(),
             report.cells,
             report.found_in_script
         )
-    });
-    Ok(())
+    })
 }
 
 /// `talker script convert`: the book's script as JSON, atomically, never over an existing file
@@ -276,14 +290,13 @@ pub fn run_convert(args: &ConvertArgs, global: &Global, ui: &Ui) -> Result<()> {
         "author": script.author,
         "notes": notes,
     });
-    announce(global, ui, &report, || {
+    announce(global, ui, &report, &args.output, || {
         format!(
             "wrote {}: {} segments, {chapters} chapters",
             args.output.display(),
             script.segments.len()
         )
-    });
-    Ok(())
+    })
 }
 
 /// Temp file beside `path`, fsync, rename: `path` is only ever complete.
@@ -305,18 +318,21 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// A command's result: one JSON object on stdout with `--json`, a sentence for people otherwise.
+/// `written` is the finished file, named when the report cannot be printed.
 fn announce<T: serde::Serialize>(
     global: &Global,
     ui: &Ui,
     report: &T,
+    written: &Path,
     say: impl FnOnce() -> String,
-) {
+) -> Result<()> {
     if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(report).expect("report serialises")
-        );
+        let text = serde_json::to_string(report).expect("report serialises");
+        print_result(&text, || {
+            format!("the report ({} is complete)", written.display())
+        })?;
     } else if !global.quiet {
         ui.say(&say());
     }
+    Ok(())
 }

@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use talker::progress::{Event, Progress, Stage};
+use talker::{Error, Result};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -25,13 +26,35 @@ pub fn init_logging(default_filter: &str, json: bool) {
     } else {
         let colour = std::io::stderr().is_terminal()
             && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        // A log line that cannot be written is dropped: reporting that on stderr, as the
+        // subscriber does by default, panics when stderr is the closed pipe.
         tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .log_internal_errors(false)
             .with_writer(std::io::stderr)
             .with_timer(tracing_subscriber::fmt::time::uptime())
             .with_ansi(colour)
             .init();
     }
+}
+
+/// A line on stderr. Logs, progress and warnings must never stop the work, so a stream that is
+/// closed or full (a pipe whose reader quit) loses the line, where `eprintln!` would panic.
+pub fn eprint_line(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// A command's result on stdout. Unlike a log line, a result that cannot be written (a full
+/// disk, a closed pipe) fails the command (exit 1); `what` says what was lost, e.g. that the
+/// render itself is complete.
+pub fn print_result(text: &str, what: impl FnOnce() -> String) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(|source| Error::Stdout {
+            what: what(),
+            source,
+        })
 }
 
 /// Writes each log event as one JSON line: warnings and errors as `{"event": "warning"}` (the
@@ -49,7 +72,7 @@ impl<S: tracing::Subscriber> Layer<S> for JsonLog {
             serde_json::json!({"event": "log", "level": meta.level().as_str().to_lowercase(),
                 "target": meta.target(), "message": text.0})
         };
-        eprintln!("{line}");
+        eprint_line(&line.to_string());
     }
 }
 
@@ -108,7 +131,7 @@ impl Ui {
 /// Above the bars on a terminal; plainly on stderr when it is not one (indicatif hides itself there).
 fn print_line(multi: &MultiProgress, line: &str) {
     if multi.is_hidden() {
-        eprintln!("{line}");
+        eprint_line(line);
     } else {
         let _ = multi.println(line);
     }
@@ -141,7 +164,7 @@ impl Progress for Ui {
             Ui::Quiet => {}
             Ui::Json => {
                 if let Ok(line) = serde_json::to_string(&event) {
-                    eprintln!("{line}");
+                    eprint_line(&line);
                 }
             }
             Ui::Bars { multi, bars } => {

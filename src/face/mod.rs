@@ -42,6 +42,10 @@ pub enum FaceError {
     #[error("portrait {path} is not a PNG or JPEG image; export the photo as PNG or JPEG")]
     NotAnImage { path: PathBuf },
     #[error(
+        "portrait {path} is a {format} image, which talker does not read; only PNG and JPEG are supported: export the photo as PNG or JPEG"
+    )]
+    UnsupportedFormat { path: PathBuf, format: &'static str },
+    #[error(
         "portrait {path} is damaged or truncated ({reason}); re-export or re-download the photo"
     )]
     PortraitCorrupt { path: PathBuf, reason: String },

@@ -7,10 +7,10 @@
 //! before the pixels are decoded so that a huge file cannot exhaust memory.
 
 use std::fs::File;
-use std::io::{BufReader, ErrorKind};
+use std::io::{Cursor, ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
-use image::{DynamicImage, ImageDecoder, ImageReader, RgbImage};
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
 
 use super::FaceError;
 
@@ -36,19 +36,41 @@ impl Portrait {
                 reason: e.to_string(),
             },
         })?;
-        let reader = ImageReader::new(BufReader::new(file))
+        let mut bytes = Vec::new();
+        (&file)
+            .read_to_end(&mut bytes)
+            .map_err(|e| FaceError::PortraitUnreadable {
+                path: owned(),
+                reason: e.to_string(),
+            })?;
+        // The format comes from the magic bytes, not the name.
+        let reader = ImageReader::new(Cursor::new(&bytes[..]))
             .with_guessed_format()
             .map_err(|e| FaceError::PortraitUnreadable {
                 path: owned(),
                 reason: e.to_string(),
             })?;
-        if reader.format().is_none() {
-            return Err(FaceError::NotAnImage { path: owned() });
+        match reader.format() {
+            None => return Err(FaceError::NotAnImage { path: owned() }),
+            Some(ImageFormat::Png | ImageFormat::Jpeg) => {}
+            Some(other) => {
+                return Err(FaceError::UnsupportedFormat {
+                    path: owned(),
+                    format: format_name(other),
+                });
+            }
         }
         let corrupt = |e: image::ImageError| FaceError::PortraitCorrupt {
             path: owned(),
             reason: e.to_string(),
         };
+        // The JPEG decoder fills what a cut-off file lacks with grey instead of failing.
+        if reader.format() == Some(ImageFormat::Jpeg) && !jpeg_is_complete(&bytes) {
+            return Err(FaceError::PortraitCorrupt {
+                path: owned(),
+                reason: "the JPEG data ends before its end-of-image marker".into(),
+            });
+        }
         let mut decoder = reader.into_decoder().map_err(corrupt)?;
         let (width, height) = decoder.dimensions();
         if width.max(height) > MAX_SIDE {
@@ -72,6 +94,70 @@ impl Portrait {
             image: to_rgb_over_white(&decoded),
             path: owned(),
         })
+    }
+}
+
+/// A format's name as people know it, for the message that it is not supported.
+fn format_name(format: ImageFormat) -> &'static str {
+    match format {
+        ImageFormat::Gif => "GIF",
+        ImageFormat::WebP => "WebP",
+        ImageFormat::Bmp => "BMP",
+        ImageFormat::Tiff => "TIFF",
+        ImageFormat::Avif => "AVIF",
+        ImageFormat::Ico => "ICO",
+        other => other.extensions_str().first().copied().unwrap_or("another"),
+    }
+}
+
+/// Whether a JPEG's markers run from its start to its end-of-image marker. Segments are skipped
+/// by their lengths (so a thumbnail's own end marker inside EXIF does not count) and entropy-coded
+/// data up to the next marker that is neither a stuffed 0xFF nor a restart; trailing bytes after
+/// the end marker (some cameras append a video) are fine.
+fn jpeg_is_complete(data: &[u8]) -> bool {
+    if !data.starts_with(&[0xFF, 0xD8]) {
+        return false;
+    }
+    let mut i = 2;
+    loop {
+        // A marker: 0xFF (fill bytes may repeat it), then its code.
+        let start = i;
+        while data.get(i) == Some(&0xFF) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+        let Some(&code) = data.get(i) else {
+            return false;
+        };
+        i += 1;
+        match code {
+            0xD9 => return true,
+            0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let Some(len) = data
+            .get(i..i + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        else {
+            return false;
+        };
+        if len < 2 || i + len > data.len() {
+            return false;
+        }
+        i += len;
+        if code == 0xDA {
+            // Scan data: up to a 0xFF that starts a real marker.
+            loop {
+                match (data.get(i), data.get(i + 1)) {
+                    (Some(0xFF), Some(0x00 | 0xD0..=0xD7)) => i += 2,
+                    (Some(0xFF), Some(_)) => break,
+                    (Some(_), _) => i += 1,
+                    (None, _) => return false,
+                }
+            }
+        }
     }
 }
 

@@ -51,7 +51,7 @@ pub(crate) fn prepare_cues(cues: &[Cue]) -> Result<Vec<TimedText>, MediaError> {
                 cue.end, cue.start
             )));
         }
-        // Blank lines would end an SRT cue early; a tx3g sample cannot exceed 64 KiB.
+        // Blank lines would end an SRT cue early.
         let text: Vec<&str> = cue
             .text
             .lines()
@@ -59,18 +59,20 @@ pub(crate) fn prepare_cues(cues: &[Cue]) -> Result<Vec<TimedText>, MediaError> {
             .filter(|l| !l.is_empty())
             .collect();
         let text = text.join("\n");
-        if text.len() > usize::from(u16::MAX) {
-            return Err(MediaError::InvalidMeta(format!(
-                "{what} has {} bytes of text, the limit is {}",
-                text.len(),
-                u16::MAX
-            )));
+        // A tx3g sample holds at most 64 KiB of text: a longer cue (one enormous word, a
+        // sentence that never ends) becomes several that share its time in proportion.
+        let pieces = split_text(&text, MAX_CUE_BYTES);
+        let span = end_ms - start_ms;
+        let mut before = 0;
+        for piece in pieces {
+            let at = |bytes: usize| start_ms + span * bytes as i64 / text.len().max(1) as i64;
+            timed.push(TimedText {
+                start_ms: at(before),
+                end_ms: at(before + piece.len()),
+                text: piece.trim().to_owned(),
+            });
+            before += piece.len();
         }
-        timed.push(TimedText {
-            start_ms,
-            end_ms,
-            text,
-        });
     }
     timed.sort_by_key(|t| t.start_ms);
     for i in 1..timed.len() {
@@ -80,6 +82,30 @@ pub(crate) fn prepare_cues(cues: &[Cue]) -> Result<Vec<TimedText>, MediaError> {
     }
     timed.retain(|t| t.end_ms > t.start_ms && !t.text.is_empty());
     Ok(timed)
+}
+
+/// Most bytes of text in one cue: the tx3g sample's length field is a u16.
+const MAX_CUE_BYTES: usize = u16::MAX as usize;
+
+/// `text` cut into consecutive pieces of at most `max` bytes, at the last whitespace before the
+/// limit (which then ends the piece), or at a character boundary inside a word longer than
+/// `max`; the pieces joined give `text` back.
+fn split_text(text: &str, max: usize) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while rest.len() > max {
+        let mut cut = max;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if let Some(space) = rest[..cut].rfind(char::is_whitespace).filter(|&i| i > 0) {
+            cut = space + rest[space..].chars().next().map_or(1, char::len_utf8);
+        }
+        pieces.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    pieces.push(rest);
+    pieces
 }
 
 /// The ASS header the mov_text encoder turns into the tx3g sample description: one
@@ -255,6 +281,41 @@ fn srt_time(ms: i64) -> String {
 #[cfg(test)]
 mod sidecar_tests {
     use super::*;
+
+    #[test]
+    fn a_cue_over_the_sample_limit_becomes_several_over_its_time() {
+        let words = "word ".repeat(30_000);
+        let long = format!("{words}{}", "x".repeat(70_000));
+        let cues = prepare_cues(&[Cue {
+            text: long.clone(),
+            start: 1.0,
+            end: 11.0,
+        }])
+        .unwrap();
+        assert!(cues.len() >= 3, "{} cues", cues.len());
+        assert!(cues.iter().all(|c| c.text.len() <= MAX_CUE_BYTES));
+        assert_eq!(cues[0].start_ms, 1000);
+        assert_eq!(cues.last().unwrap().end_ms, 11_000);
+        for pair in cues.windows(2) {
+            assert_eq!(pair[0].end_ms, pair[1].start_ms, "no gap, no overlap");
+        }
+        // Cut after a space while there are spaces, inside the long word after that.
+        assert!(
+            cues[0].text.ends_with("word"),
+            "{:?}",
+            &cues[0].text[65_500..]
+        );
+        let kept: String = cues.iter().flat_map(|c| c.text.split(' ')).collect();
+        assert_eq!(kept, long.replace(' ', ""), "nothing lost");
+    }
+
+    #[test]
+    fn split_text_keeps_characters_whole() {
+        let text = "é".repeat(10);
+        let pieces = split_text(&text, 5);
+        assert!(pieces.iter().all(|p| p.len() <= 5 && !p.is_empty()));
+        assert_eq!(pieces.concat(), text);
+    }
 
     #[test]
     fn vtt_and_srt_share_the_clock() {

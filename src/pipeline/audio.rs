@@ -41,7 +41,7 @@ pub(super) fn render_audio(
             ),
         });
     }
-    let (script, mut engine) = load_inputs(opts, service, progress, &clock)?;
+    let (script, mut engine) = load_inputs(opts, service, progress, &clock, cancel)?;
     let plan = build_plan(&script, &engine, progress, &clock, cancel)?;
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
     let mut speaker = Speaker {

@@ -99,6 +99,7 @@
 //! "10.30" (British time) reads as a decimal.
 
 mod abbreviations;
+pub mod caveats;
 mod dates_times;
 mod normalize;
 mod numbers;

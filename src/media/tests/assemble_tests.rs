@@ -113,6 +113,31 @@ fn chunks_without_b_frames_and_empty_chunks_assemble() {
 }
 
 #[test]
+fn a_cue_longer_than_a_text_sample_becomes_several() {
+    let (dir, out) = temp("out.mp4");
+    let chunk = dir.path().join("c0.mkv");
+    write_chunk(&chunk, &small(24), 22050, 48, 44100);
+    let meta = OutputMeta {
+        cues: vec![Cue {
+            text: "word ".repeat(20_000),
+            start: 0.0,
+            end: 2.0,
+        }],
+        ..OutputMeta::default()
+    };
+    assemble_paths(&[chunk], &out, &meta).expect("assemble");
+    let srt = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(&out)
+        .args(["-map", "0:s", "-f", "srt", "-"])
+        .output()
+        .expect("ffmpeg");
+    let srt = String::from_utf8_lossy(&srt.stdout);
+    assert_eq!(srt.matches("-->").count(), 2, "two cues");
+    assert_eq!(srt.matches("word").count(), 20_000, "every word kept");
+}
+
+#[test]
 fn chapters_and_subtitles_are_written() {
     let (dir, out) = temp("out.mp4");
     let chunk = dir.path().join("c0.mkv");
