@@ -50,8 +50,12 @@ pub fn run_cache(action: &CacheAction, global: &Global, ui: &Ui) -> Result<()> {
             if global.json {
                 println!("{}", serde_json::to_string(&r).expect("report serialises"));
             } else {
+                let kept = match r.kept_in_use {
+                    0 => String::new(),
+                    n => format!(" ({n} entries kept: running renders use them)"),
+                };
                 ui.say(&format!(
-                    "removed {} phrases and {} chunks; {} bytes remain",
+                    "removed {} phrases and {} chunks; {} bytes remain{kept}",
                     r.removed_phrases, r.removed_chunks, r.bytes_after
                 ));
             }
