@@ -185,7 +185,8 @@ fn check_file(what: &str, output: &Path, inputs: &[(&str, &Path)]) -> Result<()>
 pub fn script_lexicon(script: &Path) -> Option<PathBuf> {
     // `detect` opens the file: only a regular one, which cannot block.
     if !std::fs::metadata(script).is_ok_and(|m| m.is_file())
-        || crate::book::InputKind::detect(script) != crate::book::InputKind::Json {
+        || crate::book::InputKind::detect(script) != crate::book::InputKind::Json
+    {
         return None;
     }
     let bytes = crate::script::read_input(script, crate::script::MAX_SCRIPT_BYTES).ok()?;
@@ -359,7 +360,11 @@ mod tests {
         }
         let cache = d.join("cache");
         std::fs::create_dir_all(cache.join("chunks")).unwrap();
-        for inside in ["cache/cache.sqlite", "cache/chunks/a.mp4", "cache/../cache/x.mp4"] {
+        for inside in [
+            "cache/cache.sqlite",
+            "cache/chunks/a.mp4",
+            "cache/../cache/x.mp4",
+        ] {
             let e = check_render_outputs(&d.join(inside), None, &[], Some(&cache)).unwrap_err();
             assert!(e.to_string().contains("inside the cache"), "{inside}: {e}");
         }

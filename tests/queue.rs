@@ -1389,7 +1389,13 @@ fn batch_trusts_the_hash_of_what_was_rendered() {
     let jobs = env.path().join("jobs");
     std::fs::create_dir(&jobs).unwrap();
     let script = write_script(env.path(), "s.json", SHORT);
-    let spec = env.spec("spec.json", &script, &repo("examples/portrait.png"), "s.mp4", run_seed());
+    let spec = env.spec(
+        "spec.json",
+        &script,
+        &repo("examples/portrait.png"),
+        "s.mp4",
+        run_seed(),
+    );
     std::fs::rename(&spec, jobs.join("s.json")).unwrap();
     let spec = jobs.join("s.json");
     env.enqueue(std::slice::from_ref(&spec), &[]);
@@ -1416,10 +1422,19 @@ fn batch_trusts_the_hash_of_what_was_rendered() {
 fn missing_face_models_are_not_a_bad_spec() {
     let env = Env::new(Backend::Sqlite);
     let script = write_script(env.path(), "s.json", SHORT);
-    let spec = env.spec("spec.json", &script, &repo("examples/portrait.png"), "s.mp4", 1);
+    let spec = env.spec(
+        "spec.json",
+        &script,
+        &repo("examples/portrait.png"),
+        "s.mp4",
+        1,
+    );
     let empty = env.path().join("no-assets");
     std::fs::create_dir(&empty).unwrap();
-    let mut c = env.cmd("enqueue", &["--out-root", s(&env.out), "--assets", s(&empty)]);
+    let mut c = env.cmd(
+        "enqueue",
+        &["--out-root", s(&env.out), "--assets", s(&empty)],
+    );
     c.arg(&spec);
     let o = c.output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

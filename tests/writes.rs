@@ -65,7 +65,10 @@ fn sidecars_lexicons_and_the_cache_are_never_overwritten() {
     c.args(["--subtitles", "vtt"]);
     refused(c, &["subtitles file clip.vtt", "a directory"]);
     assert!(!d.join("clip.mp4").exists());
-    refused(render(d, &script, "x.mp4/"), &["x.mp4/", "names a directory"]);
+    refused(
+        render(d, &script, "x.mp4/"),
+        &["x.mp4/", "names a directory"],
+    );
     refused(render(d, &script, "sub/."), &["names a directory"]);
 
     // A lexicon that the script names (not given on the command line) is an input too.
@@ -100,7 +103,11 @@ fn sidecars_lexicons_and_the_cache_are_never_overwritten() {
     let mut c = render(d, &script, s(&d.join("cache/../cache/chunks/x.mp4")));
     c.args(["--cache", s(&d.join("cache")), "--subtitles", "srt"]);
     refused(c, &["inside the cache directory"]);
-    assert_eq!(std::fs::read(&db).unwrap(), before, "the cache is untouched");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the cache is untouched"
+    );
 }
 
 #[test]
@@ -127,7 +134,10 @@ fn script_convert_force_replaces_only_regular_files_that_are_not_inputs() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     refused(convert("fifo", true), &["fifo", "FIFO"]);
     assert!(!std::fs::metadata(&fifo).unwrap().is_file());
-    refused(convert("/dev/null", true), &["/dev/null", "character device"]);
+    refused(
+        convert("/dev/null", true),
+        &["/dev/null", "character device"],
+    );
     assert!(!std::fs::metadata("/dev/null").unwrap().is_file());
     refused(convert(".", true), &["output .", "names a directory"]);
     std::fs::create_dir(d.join("folder")).unwrap();
@@ -229,10 +239,7 @@ fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
     let long: Vec<String> = (0..12)
         .map(|i| format!("This is new sentence number {i}, which nobody has spoken before."))
         .collect();
-    let longer = short.replace(
-        "]}",
-        &format!(r#", {{"text": "{}"}}]}}"#, long.join(" ")),
-    );
+    let longer = short.replace("]}", &format!(r#", {{"text": "{}"}}]}}"#, long.join(" ")));
     let script_b = write_script(d, "b.json", &longer);
     let mut child = talker(d)
         .args(["render", "--json", "--threads", "1", "-o"])
@@ -281,9 +288,15 @@ fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
         .unwrap();
     assert_success(&o);
     let gc: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((gc["kept_in_use"].as_u64(), gc["bytes_after"].as_u64()), (Some(0), Some(0)), "{gc}");
+    assert_eq!(
+        (gc["kept_in_use"].as_u64(), gc["bytes_after"].as_u64()),
+        (Some(0), Some(0)),
+        "{gc}"
+    );
     assert!(
-        files_under(&cache.join("holds")).iter().all(|f| f.ends_with(".gc.lock")),
+        files_under(&cache.join("holds"))
+            .iter()
+            .all(|f| f.ends_with(".gc.lock")),
         "no hold is left behind"
     );
 }
@@ -318,12 +331,23 @@ fn a_locked_cache_is_reused_read_only() {
     let o = render(d, &script, "again.mp4").output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_success(&o);
-    assert!(t.elapsed().as_secs() < 20, "no 30 s stall: {:?}", t.elapsed());
+    assert!(
+        t.elapsed().as_secs() < 20,
+        "no 30 s stall: {:?}",
+        t.elapsed()
+    );
     assert!(err.contains("locked by another process"), "{err}");
-    assert!(!err.contains("slow statement") && !err.contains("sqlx"), "{err}");
+    assert!(
+        !err.contains("slow statement") && !err.contains("sqlx"),
+        "{err}"
+    );
     let streams = probe(&d.join("again.mp4"))["streams"].clone();
     assert!(
-        streams.as_array().unwrap().iter().any(|s| s["codec_name"] == "h264"),
+        streams
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["codec_name"] == "h264"),
         "{streams}"
     );
     let o = talker(d)

@@ -34,8 +34,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Row, migrate::Migrator};
 use tokio::runtime::Runtime;
@@ -72,7 +71,11 @@ pub enum CacheError {
     #[error(
         "cache database {path} was written by a newer talker (schema version {found}; this talker knows versions up to {known}); it is left as it is: upgrade talker, or give another --cache"
     )]
-    Newer { path: PathBuf, found: i64, known: i64 },
+    Newer {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
     #[error("cache database {0} belongs to another program")]
     Foreign(PathBuf),
     #[error("cache database {path} is damaged ({detail})")]
@@ -734,12 +737,11 @@ impl Cache {
                     let _ = std::fs::remove_file(&path);
                 }
                 Err(TryLockError::WouldBlock) => {
-                    let text = std::fs::read_to_string(&path).map_err(|source| {
-                        CacheError::Dir {
+                    let text =
+                        std::fs::read_to_string(&path).map_err(|source| CacheError::Dir {
                             path: path.clone(),
                             source,
-                        }
-                    })?;
+                        })?;
                     held.extend(text.lines().map(str::to_owned));
                 }
                 Err(TryLockError::Error(source)) => return Err(CacheError::Lock { path, source }),
@@ -1017,20 +1019,18 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
         // every open would wait for (and time out behind) another process's write.
         let mut conn = pool.acquire().await.map_err(err)?;
         for pragma in ["PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"] {
-            sqlx::query(pragma)
-                .execute(&mut *conn)
-                .await
-                .map_err(err)?;
+            sqlx::query(pragma).execute(&mut *conn).await.map_err(err)?;
         }
     }
     if let Err(source) = MIGRATOR.run(&pool).await {
         // A version this talker does not know was applied by a newer one: its cache is not
         // ours to rebuild (an older binary must not discard it, or its chunks).
         if let sqlx::migrate::MigrateError::VersionMissing(_) = source {
-            let found: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
-                .fetch_one(&pool)
-                .await
-                .map_err(err)?;
+            let found: Option<i64> =
+                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(err)?;
             pool.close().await;
             return Err(CacheError::Newer {
                 path: path.to_path_buf(),

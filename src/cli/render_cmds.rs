@@ -247,7 +247,11 @@ pub fn run_convert(args: &ConvertArgs, global: &Global, ui: &Ui) -> Result<()> {
     // regular file that is none of the inputs.
     let named = talker::guard::script_lexicon(&args.input);
     let mut inputs = vec![("input", args.input.as_path())];
-    inputs.extend(named.iter().map(|l| ("lexicon the input names", l.as_path())));
+    inputs.extend(
+        named
+            .iter()
+            .map(|l| ("lexicon the input names", l.as_path())),
+    );
     inputs.extend(args.lexicon.iter().map(|l| ("lexicon", l.as_path())));
     talker::guard::check_output(&args.output, &inputs)?;
     let (mut script, notes) = talker::book::load_script(&args.input)?;

@@ -130,7 +130,9 @@ pub enum QueueError {
         /// The spec file the other job came from.
         spec: String,
     },
-    #[error("queue {0} does not exist; check the path (talker enqueue, batch and worker create a queue)")]
+    #[error(
+        "queue {0} does not exist; check the path (talker enqueue, batch and worker create a queue)"
+    )]
     Missing(String),
 }
 
