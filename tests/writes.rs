@@ -294,9 +294,7 @@ fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
         "{gc}"
     );
     assert!(
-        files_under(&cache.join("holds"))
-            .iter()
-            .all(|f| f.ends_with(".gc.lock")),
+        files_under(&cache.join("holds")).is_empty(),
         "no hold is left behind"
     );
 }
@@ -360,4 +358,30 @@ fn a_locked_cache_is_reused_read_only() {
     input.write_all(b"ROLLBACK;\n").unwrap();
     drop(input);
     assert!(shell.wait().unwrap().success());
+}
+
+/// `talker engine build` run outside the repository reads its bundled ids and writes into the
+/// cache's engines/, where `render` looks; without a GPU it stops at the GPU, not at a file.
+#[cfg(feature = "cuda")]
+#[test]
+fn engine_build_defaults_to_what_render_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = talker(d)
+        .current_dir(d)
+        .args(["engine", "build", "--precision", "fp16"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("ids.json"), "the bundled ids are used: {err}");
+    assert!(
+        !d.join("engines").exists(),
+        "nothing written beside the cwd"
+    );
+    if o.status.success() {
+        let built = listing(&d.join("cache/engines"));
+        assert!(built.iter().any(|f| f.ends_with(".engine")), "{built:?}");
+    } else {
+        assert_eq!(o.status.code(), Some(1), "no GPU here: {err}");
+    }
 }

@@ -210,9 +210,9 @@ impl Drop for Hold {
     }
 }
 
-/// Where the holds live, and the lock that orders registering a hold against a gc.
+/// Where the holds live. The directory itself is the lock that orders registering a hold
+/// against a gc (a lock file would be one more file left in the cache).
 const HOLDS_DIR: &str = "holds";
-const GC_LOCK: &str = ".gc.lock";
 
 /// How long a render waits between tries for a chunk that another render is writing.
 const LOCK_POLL: Duration = Duration::from_millis(20);
@@ -670,8 +670,8 @@ impl Cache {
     }
 
     /// Registers `keys` (phrases and chunks) as used by this render until the [`Hold`] drops.
-    /// Call it before looking anything up: registering waits for a running gc (shared
-    /// `holds/.gc.lock`, which gc takes exclusively), so a gc either sees these keys or has
+    /// Call it before looking anything up: registering waits for a running gc (a shared lock
+    /// on `holds/`, which gc takes exclusively), so a gc either sees these keys or has
     /// finished before the render decides what to reuse.
     pub fn hold(&self, keys: impl IntoIterator<Item = Key>) -> Result<Hold, CacheError> {
         let dir = self.dir.join(HOLDS_DIR);
@@ -685,9 +685,8 @@ impl Cache {
             self.warn(w);
         }
         made?;
-        let gc_path = dir.join(GC_LOCK);
-        let gc_lock = open_lock_file(&gc_path)?;
-        gc_lock.lock_shared().map_err(io_err(&gc_path))?;
+        let gc_lock = File::open(&dir).map_err(io_err(&dir))?;
+        gc_lock.lock_shared().map_err(io_err(&dir))?;
         // Unique among the renders of one process too (a worker runs several at once).
         static HOLDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let nanos = SystemTime::now()
@@ -716,7 +715,7 @@ impl Cache {
     }
 
     /// The keys live renders hold; stale hold files (their render died) are removed. Call it
-    /// holding `holds/.gc.lock` exclusively.
+    /// holding the lock on `holds/` exclusively.
     fn held_keys(&self) -> Result<std::collections::HashSet<String>, CacheError> {
         let dir = self.dir.join(HOLDS_DIR);
         let mut held = std::collections::HashSet::new();
@@ -763,10 +762,12 @@ impl Cache {
             self.warn(w);
         }
         made?;
-        let gc_path = dir.join(GC_LOCK);
-        let gc_lock = open_lock_file(&gc_path)?;
+        let gc_lock = File::open(&dir).map_err(|source| CacheError::Lock {
+            path: dir.clone(),
+            source,
+        })?;
         gc_lock.lock().map_err(|source| CacheError::Lock {
-            path: gc_path.clone(),
+            path: dir.clone(),
             source,
         })?;
         let held = self.held_keys()?;
@@ -923,19 +924,6 @@ fn ensure_dir(path: &Path, warnings: &mut Vec<String>) -> Result<(), CacheError>
     std::fs::create_dir_all(path).map_err(dir_err)
 }
 
-/// Opens (creating) a file that exists only to be locked.
-fn open_lock_file(path: &Path) -> Result<File, CacheError> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|source| CacheError::Lock {
-            path: path.to_path_buf(),
-            source,
-        })
-}
-
 /// Takes the lock of `path` if free. The lock file is created if missing; a lock won on a file
 /// that its last holder removed meanwhile locks nothing, so that case is a miss too.
 fn try_lock_file(path: &Path) -> Result<Option<ChunkLock>, CacheError> {
@@ -943,7 +931,12 @@ fn try_lock_file(path: &Path) -> Result<Option<ChunkLock>, CacheError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = open_lock_file(path)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(lock_err)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => return Ok(None),
