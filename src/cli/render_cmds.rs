@@ -242,7 +242,6 @@ pub fn run_preview(
 /// `talker script convert`: the book's script as JSON, atomically, never over an existing file
 /// unless asked.
 pub fn run_convert(args: &ConvertArgs, global: &Global, ui: &Ui) -> Result<()> {
-    talker::guard::regular_input(&args.input, "input")?;
     // The output is checked as `render` checks its own, so `--force` only ever replaces a
     // regular file that is none of the inputs.
     let named = talker::guard::script_lexicon(&args.input);
