@@ -59,43 +59,145 @@ pub fn regular_input(path: &Path, what: &str) -> Result<()> {
 /// Refuses an output that is not a regular file or that is one of `inputs` (`(what, path)`), then
 /// checks that its directory exists and takes a new file.
 pub fn check_output(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
-    let parent = output
+    check_written("output", output, inputs)
+}
+
+/// Every file a render writes, before any work: the output, its subtitle sidecar (never the
+/// output itself) and neither of them inside the cache directory, whose database and chunk files
+/// a render must not replace. Temp files go beside the output, in the directory checked here.
+pub fn check_render_outputs(
+    output: &Path,
+    sidecar: Option<&Path>,
+    inputs: &[(&str, &Path)],
+    cache: Option<&Path>,
+) -> Result<()> {
+    check_output(output, inputs)?;
+    if let Some(cache) = cache {
+        outside_cache("output", output, cache)?;
+    }
+    let Some(sidecar) = sidecar else {
+        return Ok(());
+    };
+    let same = sidecar == output
+        || std::fs::metadata(sidecar)
+            .ok()
+            .zip(std::fs::metadata(output).ok())
+            .is_some_and(|(a, b)| same_file(&a, &b));
+    if same {
+        return Err(Error::Usage(format!(
+            "the subtitles would be written to {}, the output itself; give -o another extension (such as .mp4) or leave out --subtitles",
+            sidecar.display()
+        )));
+    }
+    check_written("subtitles file", sidecar, inputs)?;
+    if let Some(cache) = cache {
+        outside_cache("subtitles file", sidecar, cache)?;
+    }
+    Ok(())
+}
+
+/// [`check_output`] for any file written, named `what` in messages.
+fn check_written(what: &str, path: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+    names_a_file(what, path)?;
+    let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     if !parent.is_dir() {
         return Err(Error::Usage(format!(
-            "output directory {} does not exist; create it or choose another -o path",
-            parent.display()
+            "{what} directory {} (of {}) does not exist; create it or choose another -o path",
+            parent.display(),
+            path.display()
         )));
     }
-    check_output_file(output, inputs)?;
-    probe_directory(parent, output)
+    check_file(what, path, inputs)?;
+    probe_directory(parent, path)
+}
+
+/// A path that ends in `/` or `..` names a directory, and the final rename would fail on it.
+fn names_a_file(what: &str, path: &Path) -> Result<()> {
+    let text = path.as_os_str().as_encoded_bytes();
+    let dir_like = text.ends_with(b"/") || text.ends_with(b"/.") || path.file_name().is_none();
+    if dir_like {
+        return Err(Error::Usage(format!(
+            "{what} {} names a directory; give a file name such as talk.mp4",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses `path` (written as `what`) inside the cache directory `cache`, however spelled.
+pub fn outside_cache(what: &str, path: &Path, cache: &Path) -> Result<()> {
+    let Ok(cache_real) = cache.canonicalize() else {
+        // No cache yet: nothing in it to destroy, and the output's directory exists.
+        return Ok(());
+    };
+    let real = path.canonicalize().ok().or_else(|| {
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Some(parent.canonicalize().ok()?.join(path.file_name()?))
+    });
+    if real.is_some_and(|r| r.starts_with(&cache_real)) {
+        return Err(Error::Usage(format!(
+            "{what} {} is inside the cache directory {} (its database, chunks, engines and queue live there); choose a path outside it, or another --cache",
+            path.display(),
+            cache.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The part of [`check_output`] that needs no directory: an existing output must be a regular
 /// file and none of `inputs`. The queue checks this at enqueue time, before the folders exist.
 pub fn check_output_file(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+    names_a_file("output", output)?;
+    check_file("output", output, inputs)
+}
+
+fn check_file(what: &str, output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
     let Ok(meta) = std::fs::metadata(output) else {
         return Ok(());
     };
     if !meta.is_file() {
         return Err(Error::Usage(format!(
-            "output {} is {}; only regular files are written: give a file name such as talk.mp4",
+            "{what} {} is {}; only regular files are written: give a file name such as talk.mp4",
             output.display(),
             describe(meta.file_type())
         )));
     }
-    for (what, input) in inputs {
+    for (input_what, input) in inputs {
         if std::fs::metadata(input).is_ok_and(|m| same_file(&m, &meta)) {
             return Err(Error::Usage(format!(
-                "output {} is the {what} {} (the same file); writing it would destroy the input: choose another output path",
+                "{what} {} is the {input_what} {} (the same file); writing it would destroy the input: choose another output path",
                 output.display(),
                 input.display()
             )));
         }
     }
     Ok(())
+}
+
+/// The file a JSON script's `lexicon` field names (relative to the script), an input that no
+/// output may replace and that a job's content hash covers. Books name none.
+pub fn script_lexicon(script: &Path) -> Option<PathBuf> {
+    // `detect` opens the file: only a regular one, which cannot block.
+    if !std::fs::metadata(script).is_ok_and(|m| m.is_file())
+        || crate::book::InputKind::detect(script) != crate::book::InputKind::Json
+    {
+        return None;
+    }
+    let bytes = crate::script::read_input(script, crate::script::MAX_SCRIPT_BYTES).ok()?;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let value: serde_json::Value =
+        serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).ok()?;
+    let name = value.get("lexicon")?.as_str()?;
+    if name.trim().is_empty() {
+        return None;
+    }
+    Some(script.parent().unwrap_or(Path::new("")).join(name))
 }
 
 /// A queued job's output, relative to its output root: no `..`, not absolute, an `.mp4` file
@@ -238,6 +340,35 @@ mod tests {
             3,
             "the probe is removed"
         );
+    }
+
+    #[test]
+    fn sidecars_directory_names_and_the_cache_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let script = d.join("talk.srt");
+        std::fs::write(&script, "{}").unwrap();
+        let inputs = [("script", script.as_path())];
+        let out = d.join("talk.mp4");
+        let e = check_render_outputs(&out, Some(&script), &inputs, None).unwrap_err();
+        assert!(e.to_string().contains("subtitles file"), "{e}");
+        let e = check_render_outputs(&script, Some(&script), &[], None).unwrap_err();
+        assert!(e.to_string().contains("the output itself"), "{e}");
+        for bad in ["x.mp4/", "x/.", "."] {
+            let e = check_output(&d.join(bad), &[]).unwrap_err().to_string();
+            assert!(e.contains("names a directory"), "{bad}: {e}");
+        }
+        let cache = d.join("cache");
+        std::fs::create_dir_all(cache.join("chunks")).unwrap();
+        for inside in [
+            "cache/cache.sqlite",
+            "cache/chunks/a.mp4",
+            "cache/../cache/x.mp4",
+        ] {
+            let e = check_render_outputs(&d.join(inside), None, &[], Some(&cache)).unwrap_err();
+            assert!(e.to_string().contains("inside the cache"), "{inside}: {e}");
+        }
+        check_render_outputs(&out, Some(&d.join("talk.vtt")), &inputs, Some(&cache)).unwrap();
     }
 
     #[test]

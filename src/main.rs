@@ -36,10 +36,12 @@ fn release_freed_memory() {
 fn main() -> ExitCode {
     bound_heap();
     let cli = Cli::parse();
+    // Libraries' own lines (sqlx's "slow statement" warnings) are not for people: off unless
+    // RUST_LOG or -vv asks for them.
     let filter = match cli.global.verbose {
-        0 if cli.global.quiet => "error",
-        0 => "warn",
-        1 => "info,talker=debug",
+        0 if cli.global.quiet => "error,sqlx=off",
+        0 => "warn,sqlx=off",
+        1 => "info,talker=debug,sqlx=off",
         _ => "debug",
     };
     cli::ui::init_logging(filter, cli.global.json);

@@ -70,6 +70,7 @@ pub fn run(
     );
 
     let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
+    let _hold = hold_entries(&cache, &plan, true, progress);
     report_warnings(&cache, progress);
     let keyed = plan.chunks.iter().map(|c| (c.key(), c.sentences.len()));
     let lookup = look_up_chunks(&cache, keyed, progress, cancel)?;
@@ -121,6 +122,28 @@ pub fn run(
         speech_wait_seconds: shared.speech_wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
         ..RenderReport::new(written, &plan, &engine, service, &clock, wall)
     })
+}
+
+/// Registers what this render uses (its phrases, and its chunks when `chunks`), so that a
+/// `talker cache gc` running beside it removes none of it. Without a hold (a cache directory
+/// that takes no file) the render still runs, with a warning.
+fn hold_entries(
+    cache: &Cache,
+    plan: &Plan,
+    chunks: bool,
+    progress: &dyn Progress,
+) -> Option<crate::cache::Hold> {
+    let phrases = plan.utterances.iter().map(|u| u.key);
+    let chunk_keys = plan.chunks.iter().filter(|_| chunks).map(|c| *c.key());
+    match cache.hold(phrases.chain(chunk_keys)) {
+        Ok(hold) => Some(hold),
+        Err(e) => {
+            progress.event(Event::Warning {
+                message: format!("{e}; a cache gc meanwhile may remove what this render uses"),
+            });
+            None
+        }
+    }
 }
 
 /// What the threads share.

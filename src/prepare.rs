@@ -76,7 +76,20 @@ pub fn load_inputs(
         .or_else(|| script.voice.clone())
         .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
     let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
-    guard::check_output(&opts.output, &opts.inputs(&voice.model, &voice.config))?;
+    let named_lexicon = guard::script_lexicon(&opts.script);
+    let mut inputs = opts.inputs(&voice.model, &voice.config);
+    if let Some(lexicon) = &named_lexicon {
+        inputs.push(("lexicon the script names", lexicon.as_path()));
+    }
+    let sidecar = opts
+        .extra
+        .subtitles
+        .map(|f| opts.output.with_extension(f.extension()));
+    let cache = match &opts.cache {
+        CacheLocation::Dir(dir) => Some(dir.as_path()),
+        CacheLocation::Temporary => None,
+    };
+    guard::check_render_outputs(&opts.output, sidecar.as_deref(), &inputs, cache)?;
     let engine = SpeechEngine::new(
         service,
         SpeechOptions {

@@ -1224,9 +1224,16 @@ fn queue_locations_and_foreign_files_are_checked() {
     let file = d.join("plain-file");
     std::fs::write(&file, b"x").unwrap();
     let q = d.join("ok.sqlite");
+    // Only enqueue, batch and worker create a queue.
+    assert_success(
+        &talker(d)
+            .args(["worker", "--drain", "--queue", s(&q)])
+            .output()
+            .unwrap(),
+    );
     for (args, needle, code) in [
         (
-            vec!["status", "--queue", &format!("{}/q.sqlite", s(&file))],
+            vec!["worker", "--queue", &format!("{}/q.sqlite", s(&file))],
             "cannot create",
             1,
         ),
@@ -1277,7 +1284,7 @@ fn queue_locations_and_foreign_files_are_checked() {
             "TALKER_QUEUE",
             format!("sqlite://{}", d.join("env.sqlite").display()),
         )
-        .args(["status", "--json"])
+        .args(["worker", "--drain"])
         .output()
         .unwrap();
     assert_success(&o);
@@ -1296,4 +1303,141 @@ fn queue_locations_and_foreign_files_are_checked() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("shorter than --lease-ttl"));
+}
+
+#[test]
+fn reading_a_queue_never_creates_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let missing = d.join("typo/dir/q.sqlite");
+    for args in [
+        vec!["status"],
+        vec!["status", "--json", "3"],
+        vec!["cancel", "3"],
+        vec!["retry", "3"],
+    ] {
+        let o = talker(d)
+            .args(&args)
+            .args(["--queue", s(&missing)])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(s(&missing)) && err.contains("does not exist"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!d.join("typo").exists(), "no folder and no queue made");
+}
+
+/// Two jobs may not write one output while the first is queued or running; once it has ended,
+/// the output is free again. A book is a script in a spec as it is for `render`.
+fn one_output_one_live_job(backend: Backend) {
+    let env = Env::new(backend);
+    let portrait = repo("examples/portrait.png");
+    let a = write_script(env.path(), "a.json", SHORT);
+    let book = env.path().join("b.md");
+    std::fs::write(&book, "# Notes\n\nA book in a job spec.\n").unwrap();
+    let seed = run_seed();
+    let spec_a = env.spec("a-spec.json", &a, &portrait, "same.mp4", seed);
+    let spec_b = env.spec("b-spec.json", &book, &portrait, "same.mp4", seed);
+    let ids = env.enqueue(std::slice::from_ref(&spec_a), &[]);
+    let o = env.run("enqueue", &["--out-root", s(&env.out), s(&spec_b)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for needle in [
+        "b-spec.json".to_owned(),
+        "same.mp4".to_owned(),
+        format!("job {}", ids[0]),
+        "a-spec.json".to_owned(),
+    ] {
+        assert!(err.contains(&needle), "{needle:?} in {err}");
+    }
+    // The same content again is the same job, not a clash.
+    assert_eq!(env.enqueue(std::slice::from_ref(&spec_a), &[]), ids);
+    // Retrying a cancelled job whose output a live job now writes is refused the same way.
+    assert_success(&env.run("cancel", &[&ids[0].to_string()]));
+    let b = env.enqueue(std::slice::from_ref(&spec_b), &[]);
+    let o = env.run("retry", &[&ids[0].to_string()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("job {}", b[0])), "{err}");
+    // The book renders.
+    let mut w = env.worker(&["--drain"]);
+    let status = w.child.wait().unwrap();
+    assert!(status.success(), "{:?}", w.events.lock().unwrap());
+    assert_eq!(env.job(b[0])["state"], "succeeded", "{}", env.job(b[0]));
+    assert_valid_mp4(&env.out.join("same.mp4"));
+}
+
+#[test]
+fn sqlite_one_output_has_one_live_job() {
+    one_output_one_live_job(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_one_output_has_one_live_job() {
+    one_output_one_live_job(Backend::Postgres);
+}
+
+/// The worker records what it rendered, not what was enqueued: a script edited after enqueue
+/// and reverted after the render is not "up to date" for a video that speaks the edit.
+#[test]
+fn batch_trusts_the_hash_of_what_was_rendered() {
+    let env = Env::new(Backend::Sqlite);
+    let jobs = env.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    let script = write_script(env.path(), "s.json", SHORT);
+    let spec = env.spec(
+        "spec.json",
+        &script,
+        &repo("examples/portrait.png"),
+        "s.mp4",
+        run_seed(),
+    );
+    std::fs::rename(&spec, jobs.join("s.json")).unwrap();
+    let spec = jobs.join("s.json");
+    env.enqueue(std::slice::from_ref(&spec), &[]);
+    std::fs::write(&script, SHORT.replace("a test", "an edited test")).unwrap();
+    let mut w = env.worker(&["--drain"]);
+    assert!(w.child.wait().unwrap().success());
+    std::fs::write(&script, SHORT).unwrap();
+    let batch = || {
+        let mut args = vec!["--json", "--out-root", s(&env.out), "--threads", "1"];
+        args.extend(with_fast(&[]));
+        args.push(s(&jobs));
+        let o = env.run("batch", &args);
+        assert_success(&o);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let v = batch();
+    assert_eq!(v["up_to_date"], 0, "the video speaks the edit: {v}");
+    assert_eq!(v["jobs"][0]["state"], "succeeded", "{v}");
+    let v = batch();
+    assert_eq!(v["up_to_date"], 1, "now it is up to date: {v}");
+}
+
+#[test]
+fn missing_face_models_are_not_a_bad_spec() {
+    let env = Env::new(Backend::Sqlite);
+    let script = write_script(env.path(), "s.json", SHORT);
+    let spec = env.spec(
+        "spec.json",
+        &script,
+        &repo("examples/portrait.png"),
+        "s.mp4",
+        1,
+    );
+    let empty = env.path().join("no-assets");
+    std::fs::create_dir(&empty).unwrap();
+    let mut c = env.cmd(
+        "enqueue",
+        &["--out-root", s(&env.out), "--assets", s(&empty)],
+    );
+    c.arg(&spec);
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "missing assets exit 1: {err}");
+    assert!(err.contains(s(&empty)), "{err}");
 }

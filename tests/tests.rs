@@ -13,3 +13,4 @@ mod render;
 mod resume;
 mod speech;
 mod util;
+mod writes;

@@ -1,7 +1,8 @@
 //! The phrase and chunk cache: SQLite through sqlx, files beside it. The only user of SQLite for caching.
 //!
 //! Layout of the cache directory (`--cache DIR`, `$TALKER_CACHE`, else `~/.cache/talker`):
-//! `cache.sqlite` (schema in `migrations/cache/`) and `chunks/xx/<key>.mkv`.
+//! `cache.sqlite` (schema in `migrations/cache/`), `chunks/xx/<key>.mkv`, and `holds/`: what
+//! running renders use, which `gc` leaves alone ([`Cache::hold`]).
 //!
 //! Several processes may share one cache: WAL journal, a busy timeout, and `BEGIN IMMEDIATE` for
 //! multi-statement writes (a deferred transaction that upgrades to a write gets SQLITE_BUSY at once
@@ -12,7 +13,8 @@
 //!
 //! A damaged (`PRAGMA quick_check` at open), corrupt or foreign database file is moved aside with a
 //! warning and a fresh one is built, and so is a file where `chunks/` should be: a cache is never
-//! worth failing a render for. Warnings are collected for the caller ([`Cache::take_warnings`]).
+//! worth failing a render for. A database a newer talker migrated is never moved aside: it is
+//! refused ([`CacheError::Newer`]), and a render then uses a temporary cache. Warnings are collected for the caller ([`Cache::take_warnings`]).
 
 mod chunk_meta;
 pub mod key;
@@ -32,8 +34,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use sqlx::sqlite::{
-    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Row, migrate::Migrator};
 use tokio::runtime::Runtime;
@@ -67,6 +68,14 @@ pub enum CacheError {
         path: PathBuf,
         source: sqlx::migrate::MigrateError,
     },
+    #[error(
+        "cache database {path} was written by a newer talker (schema version {found}; this talker knows versions up to {known}); it is left as it is: upgrade talker, or give another --cache"
+    )]
+    Newer {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
     #[error("cache database {0} belongs to another program")]
     Foreign(PathBuf),
     #[error("cache database {path} is damaged ({detail})")]
@@ -78,6 +87,10 @@ pub enum CacheError {
     },
     #[error("cannot start the cache's runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(
+        "cache database {0} is locked by another process's write; wait until it is done, then run this again"
+    )]
+    Locked(PathBuf),
 }
 
 impl CacheError {
@@ -144,6 +157,8 @@ pub struct GcReport {
     pub removed_phrases: u64,
     pub removed_chunks: u64,
     pub bytes_after: u64,
+    /// Entries that would have gone but a running render holds ([`Cache::hold`]).
+    pub kept_in_use: u64,
 }
 
 pub struct Cache {
@@ -153,6 +168,9 @@ pub struct Cache {
     db_path: PathBuf,
     /// Damage found and repaired, for the caller to show (see [`Cache::take_warnings`]).
     warnings: Mutex<Vec<String>>,
+    /// Another process holds the database's write lock: reuse what is there, write nothing
+    /// (each write would otherwise wait out the busy timeout).
+    read_only: AtomicBool,
 }
 
 impl Drop for Cache {
@@ -176,6 +194,25 @@ impl Drop for ChunkLock {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+/// The phrases and chunks one live render uses, which [`Cache::gc`] leaves alone: a file
+/// `holds/<pid>-<nanos>-<n>.keys` (one hex key a line) that the render keeps locked for its life.
+/// Dropping it removes the file, then releases the lock; a holder that died leaves a file
+/// nobody locks, which the next gc removes.
+pub struct Hold {
+    path: PathBuf,
+    _file: File,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Where the holds live. The directory itself is the lock that orders registering a hold
+/// against a gc (a lock file would be one more file left in the cache).
+const HOLDS_DIR: &str = "holds";
 
 /// How long a render waits between tries for a chunk that another render is writing.
 const LOCK_POLL: Duration = Duration::from_millis(20);
@@ -221,13 +258,33 @@ impl Cache {
             }
             Err(e) => return Err(e),
         };
-        Ok(Cache {
+        let cache = Cache {
             rt,
             pool,
             dir: dir.to_path_buf(),
             db_path,
             warnings: Mutex::new(warnings),
-        })
+            read_only: AtomicBool::new(false),
+        };
+        if !cache.rt.block_on(can_write(&cache.pool)) {
+            cache.become_read_only();
+        }
+        Ok(cache)
+    }
+
+    /// From now on reads only, with one warning saying why.
+    fn become_read_only(&self) {
+        if !self.read_only.swap(true, Ordering::Relaxed) {
+            self.warn(format!(
+                "cache database {} is locked by another process's write; this render reuses what the cache holds and adds nothing to it",
+                self.db_path.display()
+            ));
+        }
+    }
+
+    /// Whether this cache only reads (see [`Cache::open`]): another process held its write lock.
+    pub fn read_only(&self) -> bool {
+        self.read_only.load(Ordering::Relaxed)
     }
 
     /// Warnings about damage found (and repaired) since the last call.
@@ -243,10 +300,17 @@ impl Cache {
         &self.dir
     }
 
+    /// Wraps a database error; one that says the database stayed locked past the busy timeout
+    /// makes the cache read-only.
     fn db_err(&self) -> impl Fn(sqlx::Error) -> CacheError + '_ {
-        |source| CacheError::Db {
-            path: self.db_path.clone(),
-            source,
+        |source| {
+            if is_busy(&source) {
+                self.become_read_only();
+            }
+            CacheError::Db {
+                path: self.db_path.clone(),
+                source,
+            }
         }
     }
 
@@ -294,6 +358,9 @@ impl Cache {
                     }
                 }
             }
+            if self.read_only() {
+                return Ok(found);
+            }
             let hits = found.len() as i64;
             let misses = keys.len() as i64 - hits;
             let mut tx = self
@@ -332,6 +399,9 @@ impl Cache {
 
     /// Stores a phrase; a concurrent writer of the same key wins harmlessly.
     pub fn put_phrase(&self, key: Key, speech: &Speech) -> Result<(), CacheError> {
+        if self.read_only() {
+            return Ok(());
+        }
         let flac =
             pcm_codec::encode(&speech.pcm, speech.sample_rate).map_err(|e| CacheError::Db {
                 path: self.db_path.clone(),
@@ -380,6 +450,9 @@ impl Cache {
     /// miss. A damaged file is dropped with a warning, so the caller renders it again.
     pub fn get_chunk(&self, key: &Key) -> Result<Option<ChunkEntry>, CacheError> {
         let entry = self.find_chunk(key)?;
+        if self.read_only() {
+            return Ok(entry);
+        }
         self.rt.block_on(async {
             let mut tx = self
                 .pool
@@ -454,6 +527,9 @@ impl Cache {
     /// Drops the row of `key` if it still holds `sum` (another render may have just replaced
     /// it), and then its file: a reader never trusts a file without checking it against its row.
     fn forget_chunk(&self, key: &Key, sum: Option<&[u8]>) -> Result<(), CacheError> {
+        if self.read_only() {
+            return Ok(());
+        }
         let deleted = self
             .rt
             .block_on(
@@ -505,6 +581,9 @@ impl Cache {
         samples: u64,
         meta: &str,
     ) -> Result<(), CacheError> {
+        if self.read_only() {
+            return Ok(());
+        }
         let path = self.chunk_path(key);
         let sum = file_sha256(&path).map_err(|source| CacheError::Dir {
             path: path.clone(),
@@ -543,6 +622,9 @@ impl Cache {
 
     /// Forgets a chunk whose entry turned out unusable (call it holding the chunk's lock).
     pub fn drop_chunk(&self, key: &Key) -> Result<(), CacheError> {
+        if self.read_only() {
+            return Ok(());
+        }
         let _ = std::fs::remove_file(self.chunk_path(key));
         self.rt
             .block_on(
@@ -587,8 +669,108 @@ impl Cache {
         })
     }
 
-    /// Removes least-recently-used entries until phrases + chunks take at most `max_bytes`.
+    /// Registers `keys` (phrases and chunks) as used by this render until the [`Hold`] drops.
+    /// Call it before looking anything up: registering waits for a running gc (a shared lock
+    /// on `holds/`, which gc takes exclusively), so a gc either sees these keys or has
+    /// finished before the render decides what to reuse.
+    pub fn hold(&self, keys: impl IntoIterator<Item = Key>) -> Result<Hold, CacheError> {
+        let dir = self.dir.join(HOLDS_DIR);
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CacheError::Dir { path, source }
+        };
+        let mut warnings = Vec::new();
+        let made = ensure_dir(&dir, &mut warnings);
+        for w in warnings {
+            self.warn(w);
+        }
+        made?;
+        let gc_lock = File::open(&dir).map_err(io_err(&dir))?;
+        gc_lock.lock_shared().map_err(io_err(&dir))?;
+        // Unique among the renders of one process too (a worker runs several at once).
+        static HOLDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let n = HOLDS.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("{}-{nanos}-{n}.keys", std::process::id()));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        file.lock().map_err(io_err(&path))?;
+        let hold = Hold {
+            path: path.clone(),
+            _file: file,
+        };
+        let mut text = String::new();
+        for key in keys {
+            text.push_str(&key.hex());
+            text.push('\n');
+        }
+        std::io::Write::write_all(&mut &hold._file, text.as_bytes()).map_err(io_err(&path))?;
+        drop(gc_lock);
+        Ok(hold)
+    }
+
+    /// The keys live renders hold; stale hold files (their render died) are removed. Call it
+    /// holding the lock on `holds/` exclusively.
+    fn held_keys(&self) -> Result<std::collections::HashSet<String>, CacheError> {
+        let dir = self.dir.join(HOLDS_DIR);
+        let mut held = std::collections::HashSet::new();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Ok(held);
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "keys") {
+                continue;
+            }
+            let Ok(file) = File::open(&path) else {
+                continue;
+            };
+            match file.try_lock_shared() {
+                // Nobody holds it: its render is gone.
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Err(TryLockError::WouldBlock) => {
+                    let text =
+                        std::fs::read_to_string(&path).map_err(|source| CacheError::Dir {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    held.extend(text.lines().map(str::to_owned));
+                }
+                Err(TryLockError::Error(source)) => return Err(CacheError::Lock { path, source }),
+            }
+        }
+        Ok(held)
+    }
+
+    /// Removes least-recently-used entries until phrases + chunks take at most `max_bytes`,
+    /// except those a running render holds ([`Cache::hold`]).
     pub fn gc(&self, max_bytes: u64) -> Result<GcReport, CacheError> {
+        if self.read_only() {
+            return Err(CacheError::Locked(self.db_path.clone()));
+        }
+        let dir = self.dir.join(HOLDS_DIR);
+        let mut warnings = Vec::new();
+        let made = ensure_dir(&dir, &mut warnings);
+        for w in warnings {
+            self.warn(w);
+        }
+        made?;
+        let gc_lock = File::open(&dir).map_err(|source| CacheError::Lock {
+            path: dir.clone(),
+            source,
+        })?;
+        gc_lock.lock().map_err(|source| CacheError::Lock {
+            path: dir.clone(),
+            source,
+        })?;
+        let held = self.held_keys()?;
         self.rt.block_on(async {
             let mut entries: Vec<(i64, bool, Vec<u8>, i64)> = Vec::new();
             for (select, is_chunk) in [
@@ -613,6 +795,11 @@ impl Cache {
             for (_, is_chunk, key, bytes) in entries {
                 if total <= max_bytes {
                     break;
+                }
+                let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+                if held.contains(&hex) {
+                    report.kept_in_use += 1;
+                    continue;
                 }
                 let delete = if is_chunk {
                     "DELETE FROM chunks WHERE key = ?"
@@ -785,7 +972,6 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
-        .auto_vacuum(SqliteAutoVacuum::Incremental)
         .busy_timeout(Duration::from_secs(30));
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
@@ -822,8 +1008,29 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
             pool.close().await;
             return Err(CacheError::Foreign(path.to_path_buf()));
         }
+        // Set once, on the new file: as a per-connection pragma it needs the write lock, so
+        // every open would wait for (and time out behind) another process's write.
+        let mut conn = pool.acquire().await.map_err(err)?;
+        for pragma in ["PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"] {
+            sqlx::query(pragma).execute(&mut *conn).await.map_err(err)?;
+        }
     }
     if let Err(source) = MIGRATOR.run(&pool).await {
+        // A version this talker does not know was applied by a newer one: its cache is not
+        // ours to rebuild (an older binary must not discard it, or its chunks).
+        if let sqlx::migrate::MigrateError::VersionMissing(_) = source {
+            let found: Option<i64> =
+                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(err)?;
+            pool.close().await;
+            return Err(CacheError::Newer {
+                path: path.to_path_buf(),
+                found: found.unwrap_or_default(),
+                known: MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default(),
+            });
+        }
         pool.close().await;
         return Err(CacheError::Migrate {
             path: path.to_path_buf(),
@@ -837,6 +1044,38 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
             .map_err(err)?;
     }
     Ok(pool)
+}
+
+/// SQLITE_BUSY (or a locked table): another connection holds the lock past the busy timeout.
+fn is_busy(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(e) = e else {
+        return false;
+    };
+    let code = e.code().and_then(|c| c.parse::<i64>().ok()).unwrap_or(0) & 0xff;
+    code == 5 || code == 6
+}
+
+/// Whether the write lock can be had within a moment (another process may hold it for long: a
+/// shell's open transaction, a stuck program). Asked once at open.
+async fn can_write(pool: &SqlitePool) -> bool {
+    let Ok(mut conn) = pool.acquire().await else {
+        return false;
+    };
+    let short = sqlx::query("PRAGMA busy_timeout = 2000")
+        .execute(&mut *conn)
+        .await;
+    let began = short.is_ok()
+        && sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .is_ok();
+    if began {
+        let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+    }
+    let _ = sqlx::query("PRAGMA busy_timeout = 30000")
+        .execute(&mut *conn)
+        .await;
+    began
 }
 
 /// Renames a damaged database (and its WAL files) out of the way; returns the new name.

@@ -157,7 +157,7 @@ pub struct ConvertArgs {
     /// Pronunciation lexicons (JSON) to include, later ones winning; repeat for several.
     #[arg(long, value_name = "FILE")]
     pub lexicon: Vec<PathBuf>,
-    /// Replace OUTPUT if it exists.
+    /// Replace OUTPUT if it exists (only a regular file that is none of the inputs).
     #[arg(long)]
     pub force: bool,
 }

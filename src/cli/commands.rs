@@ -49,8 +49,12 @@ pub fn run_cache(action: &CacheAction, global: &Global, ui: &Ui) -> Result<()> {
                 let text = serde_json::to_string(&r).expect("report serialises");
                 print_result(&text, || "the report (the cache is collected)".to_owned())?;
             } else {
+                let kept = match r.kept_in_use {
+                    0 => String::new(),
+                    n => format!(" ({n} entries kept: running renders use them)"),
+                };
                 ui.say(&format!(
-                    "removed {} phrases and {} chunks; {} bytes remain",
+                    "removed {} phrases and {} chunks; {} bytes remain{kept}",
                     r.removed_phrases, r.removed_chunks, r.bytes_after
                 ));
             }

@@ -4,7 +4,7 @@
 //! `talker::tts::cuda::device::check` (see there); `ids` phonemizes sentences into the ids file
 //! the others read. All print one JSON object on stdout.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -14,7 +14,7 @@ use talker::assets::{Assets, DEFAULT_VOICE};
 use talker::tts::SpeechError;
 use talker::tts::cuda::device::Gpu;
 use talker::tts::cuda::device::build::{BuildOptions, build_engine};
-use talker::tts::cuda::device::check::{self, Check, read_ids};
+use talker::tts::cuda::device::check::{self, Check, load_ids};
 use talker::tts::voice::VoiceFiles;
 
 use super::args::{Global, PrecisionArg};
@@ -25,13 +25,23 @@ pub struct Common {
     /// Voice: a name in the assets' voices/ folder or a path to a Piper .onnx.
     #[arg(long, default_value = DEFAULT_VOICE)]
     pub voice: String,
-    /// Where engines are written and looked up.
-    #[arg(long, value_name = "DIR", default_value = "engines")]
-    pub engines: PathBuf,
+    /// Where engines are written and looked up [default: the cache directory's engines/, where
+    /// `render` looks].
+    #[arg(long, value_name = "DIR")]
+    pub engines: Option<PathBuf>,
     /// Phoneme ids (JSON from `talker engine ids`): its first `calibration` sentences calibrate
-    /// INT8, the rest are held out for validation and benchmarks.
-    #[arg(long, value_name = "FILE", default_value = "tests/data/gpu/ids.json")]
-    pub ids: PathBuf,
+    /// INT8, the rest are held out for validation and benchmarks [default: the ids built into
+    /// talker, which `render` calibrates with].
+    #[arg(long, value_name = "FILE")]
+    pub ids: Option<PathBuf>,
+}
+
+impl Common {
+    fn engines(&self, global: &Global) -> PathBuf {
+        self.engines
+            .clone()
+            .unwrap_or_else(|| super::commands::cache_dir(global).join("engines"))
+    }
 }
 
 /// CUDA graphs for `validate` and `bench`.
@@ -143,11 +153,11 @@ fn voice_files(global: &Global, voice: &str) -> Result<VoiceFiles> {
     )?)
 }
 
-fn check_of<'a>(common: &'a Common, voice: &'a VoiceFiles) -> Check<'a> {
+fn check_of<'a>(common: &'a Common, voice: &'a VoiceFiles, engines: &'a Path) -> Check<'a> {
     Check {
         voice,
-        engines: &common.engines,
-        ids: &common.ids,
+        engines,
+        ids: common.ids.as_deref(),
     }
 }
 
@@ -155,7 +165,7 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
     let out = match action {
         EngineAction::Build { common, precision } => {
             let files = voice_files(global, &common.voice)?;
-            let ids = read_ids(&common.ids)?;
+            let ids = load_ids(common.ids.as_deref())?;
             let calibration: Vec<Vec<i64>> = ids.sentences[..ids.calibration]
                 .iter()
                 .map(|s| s.ids.clone())
@@ -167,7 +177,7 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
                 &BuildOptions {
                     voice: &files,
                     precision: (*precision).into(),
-                    dir: &common.engines,
+                    dir: &common.engines(global),
                     calibration: &calibration,
                     on_step: &|_| {},
                 },
@@ -201,7 +211,11 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
                 }
             };
             check::validate(
-                &check_of(common, &voice_files(global, &common.voice)?),
+                &check_of(
+                    common,
+                    &voice_files(global, &common.voice)?,
+                    &common.engines(global),
+                ),
                 (*precision).into(),
                 check::ValidateOptions {
                     out: out.as_deref(),
@@ -222,10 +236,11 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
         } => {
             let graphs = graphs_mode(*graphs)?;
             let files = voice_files(global, &common.voice)?;
+            let engines = common.engines(global);
             let mut results = Vec::new();
             for p in precision {
                 results.push(check::bench(
-                    &check_of(common, &files),
+                    &check_of(common, &files, &engines),
                     (*p).into(),
                     batches,
                     *passes,

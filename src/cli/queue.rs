@@ -134,12 +134,21 @@ fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-fn open_queue(arg: &QueueArg, global: &Global) -> Result<Queue> {
-    let location = match &arg.queue {
+fn queue_location(arg: &QueueArg, global: &Global) -> Result<QueueLocation> {
+    Ok(match &arg.queue {
         Some(q) => QueueLocation::parse(q)?,
         None => QueueLocation::default_for(&cache_dir(global))?,
-    };
-    Ok(Queue::open(&location)?)
+    })
+}
+
+/// The queue for `enqueue`, `batch` and `worker`, created when missing.
+fn open_queue(arg: &QueueArg, global: &Global) -> Result<Queue> {
+    Ok(Queue::open(&queue_location(arg, global)?)?)
+}
+
+/// The queue for `status`, `cancel` and `retry`, which must exist.
+fn open_existing_queue(arg: &QueueArg, global: &Global) -> Result<Queue> {
+    Ok(Queue::open_existing(&queue_location(arg, global)?)?)
 }
 
 /// A spec file turned into a job and its content hash. The portrait is decoded and its face
@@ -147,6 +156,13 @@ fn open_queue(arg: &QueueArg, global: &Global) -> Result<Queue> {
 fn load_job(path: &Path, out_root: &Path, global: &Global) -> Result<(Job, String)> {
     let spec = JobSpec::load(path)?;
     let job = Job::resolve(path, spec, out_root)?;
+    talker::guard::outside_cache("output", &job.output_path(), &cache_dir(global)).map_err(
+        |e| spec::SpecError {
+            file: path.to_path_buf(),
+            at: "output".into(),
+            message: e.to_string(),
+        },
+    )?;
     let refuse = |e: FaceError| -> Error {
         if e.is_bad_input() {
             spec::SpecError {
@@ -170,7 +186,38 @@ fn load_job(path: &Path, out_root: &Path, global: &Global) -> Result<(Job, Strin
     Ok((job, hash))
 }
 
-/// Prints a refused spec now, so one bad file among many does not hide the rest.
+/// Enqueues one spec's job; an output that a live job already writes is this spec's error.
+fn enqueue(
+    queue: &Queue,
+    spec_file: &Path,
+    job: &Job,
+    hash: &str,
+    max_attempts: u32,
+) -> Result<talker::queue::Enqueued> {
+    let source = spec_file.display().to_string();
+    queue
+        .enqueue(job, hash, &source, max_attempts)
+        .map_err(|e| match e {
+            talker::queue::QueueError::OutputTaken { .. } => spec::SpecError {
+                file: spec_file.to_path_buf(),
+                at: "output".into(),
+                message: e.to_string(),
+            }
+            .into(),
+            e => e.into(),
+        })
+}
+
+/// A spec's error: bad input (exit 2) is printed now, so one bad file among many does not hide
+/// the rest; anything else (missing face models, a database problem) stops the command.
+fn refuse(e: Error, global: &Global) -> Result<()> {
+    if e.exit_code() != 2 {
+        return Err(e);
+    }
+    report_refused(&e, global);
+    Ok(())
+}
+
 fn report_refused(e: &Error, global: &Global) {
     if global.json {
         let v = serde_json::json!({"event": "refused", "message": e.to_string()});
@@ -185,16 +232,19 @@ pub fn run_enqueue(args: &EnqueueArgs, global: &Global) -> Result<()> {
     let mut refused = 0;
     let mut results = Vec::new();
     for path in &args.specs {
-        let (job, hash) = match load_job(path, &args.out_root, global) {
+        let source = path.display().to_string();
+        let enqueued = load_job(path, &args.out_root, global).and_then(|(job, hash)| {
+            let e = enqueue(&queue, path, &job, &hash, args.max_attempts)?;
+            Ok((job, e))
+        });
+        let (job, e) = match enqueued {
             Ok(j) => j,
             Err(e) => {
-                report_refused(&e, global);
+                refuse(e, global)?;
                 refused += 1;
                 continue;
             }
         };
-        let source = path.display().to_string();
-        let e = queue.enqueue(&job, &hash, &source, args.max_attempts)?;
         if !global.json && !global.quiet {
             if e.created {
                 eprintln!(
@@ -364,7 +414,7 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
         let (job, hash) = match load_job(path, &args.work.out_root, global) {
             Ok(j) => j,
             Err(e) => {
-                report_refused(&e, global);
+                refuse(e, global)?;
                 refused += 1;
                 continue;
             }
@@ -376,7 +426,14 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
             up_to_date += 1;
             continue;
         }
-        let e = queue.enqueue(&job, &hash, &path.display().to_string(), args.max_attempts)?;
+        let e = match enqueue(&queue, path, &job, &hash, args.max_attempts) {
+            Ok(e) => e,
+            Err(e) => {
+                refuse(e, global)?;
+                refused += 1;
+                continue;
+            }
+        };
         printer.say(&format!(
             "{}: job {} {}",
             path.display(),
@@ -435,7 +492,7 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
 }
 
 pub fn run_status(args: &StatusArgs, global: &Global) -> Result<()> {
-    let queue = open_queue(&args.queue, global)?;
+    let queue = open_existing_queue(&args.queue, global)?;
     let counts = queue.counts()?;
     let rows = queue.jobs(&args.ids)?;
     if let Some(missing) = args
@@ -519,7 +576,7 @@ fn row_text(r: &JobRow) -> String {
 }
 
 pub fn run_cancel(args: &JobIdArgs, global: &Global) -> Result<()> {
-    let queue = open_queue(&args.queue, global)?;
+    let queue = open_existing_queue(&args.queue, global)?;
     let was = queue.cancel(args.id)?;
     if !global.quiet {
         let note = match was {
@@ -534,7 +591,7 @@ pub fn run_cancel(args: &JobIdArgs, global: &Global) -> Result<()> {
 }
 
 pub fn run_retry(args: &JobIdArgs, global: &Global) -> Result<()> {
-    let queue = open_queue(&args.queue, global)?;
+    let queue = open_existing_queue(&args.queue, global)?;
     queue.retry(args.id)?;
     if !global.quiet {
         eprintln!("job {} queued again with its attempts reset", args.id);

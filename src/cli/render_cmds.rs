@@ -256,6 +256,17 @@ pub fn run_preview(
 /// `talker script convert`: the book's script as JSON, atomically, never over an existing file
 /// unless asked.
 pub fn run_convert(args: &ConvertArgs, global: &Global, ui: &Ui) -> Result<()> {
+    // The output is checked as `render` checks its own, so `--force` only ever replaces a
+    // regular file that is none of the inputs.
+    let named = talker::guard::script_lexicon(&args.input);
+    let mut inputs = vec![("input", args.input.as_path())];
+    inputs.extend(
+        named
+            .iter()
+            .map(|l| ("lexicon the input names", l.as_path())),
+    );
+    inputs.extend(args.lexicon.iter().map(|l| ("lexicon", l.as_path())));
+    talker::guard::check_output(&args.output, &inputs)?;
     let (mut script, notes) = talker::book::load_script(&args.input)?;
     for path in &args.lexicon {
         let more = talker::lexicon::Lexicon::load(path)?;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::animate::{ChunkAudio, chunk_audio};
-use crate::cache::{Cache, open_cache};
+use crate::cache::{Cache, CacheLocation, open_cache, report_warnings};
 use crate::error::{Error, Result};
 use crate::media::{self, AudioFormat, AudioMeta, AudioWriter, Timeline};
 use crate::plan::Plan;
@@ -43,7 +43,16 @@ pub(super) fn render_audio(
     }
     let (script, mut engine) = load_inputs(opts, service, progress, &clock, cancel)?;
     let plan = build_plan(&script, &engine, progress, &clock, cancel)?;
-    let (cache, _temp) = open_cache(&opts.cache, &opts.output, progress)?;
+    let (mut cache, mut _temp) = open_cache(&opts.cache, &opts.output, progress)?;
+    if cache.read_only() {
+        // Pass 2 reads the speech back from the cache, so this render needs one it can write.
+        report_warnings(&cache, progress);
+        progress.event(Event::Warning {
+            message: "an audio-only render keeps its speech in the cache between its passes; rendering with a temporary cache".into(),
+        });
+        (cache, _temp) = open_cache(&CacheLocation::Temporary, &opts.output, progress)?;
+    }
+    let _hold = super::hold_entries(&cache, &plan, false, progress);
     let mut speaker = Speaker {
         plan: &plan,
         engine: &mut engine,

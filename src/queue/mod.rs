@@ -3,7 +3,8 @@
 //! Input: resolved [`Job`]s (see `spec.rs`) and worker calls. Output: job rows whose state moves
 //! `queued → running → succeeded | failed | cancelled` (a retry or an expired lease goes back to
 //! `queued`). Invariants, the same on both databases (one SQL text, see `store.rs`):
-//! - a job is unique by content hash while `queued` or `running` (a partial unique index);
+//! - a job is unique by content hash while `queued` or `running` (a partial unique index), and
+//!   no two such jobs write one output (refused at enqueue and retry);
 //! - a claim takes the best `queued` job (priority, then due time, then id) under a write lock
 //!   (SQLite `BEGIN IMMEDIATE`, PostgreSQL `FOR UPDATE SKIP LOCKED`) and gets a fresh lease token;
 //!   heartbeat, complete, fail and release only act while that token is still the job's, so a
@@ -119,6 +120,20 @@ pub enum QueueError {
     },
     #[error("job {id} cannot be retried: job {other} renders the same content and is {state}")]
     Duplicate { id: i64, other: i64, state: String },
+    #[error(
+        "{output} is already the output of job {other} ({state}, from {spec}) with other content; wait until it ends, cancel it (talker cancel {other}), or give this spec another output"
+    )]
+    OutputTaken {
+        output: String,
+        other: i64,
+        state: String,
+        /// The spec file the other job came from.
+        spec: String,
+    },
+    #[error(
+        "queue {0} does not exist; check the path (talker enqueue, batch and worker create a queue)"
+    )]
+    Missing(String),
 }
 
 /// Wraps a database error with the queue's location (as shown in messages).
@@ -150,6 +165,8 @@ impl QueueError {
                 | QueueError::NoSuchJob(_)
                 | QueueError::WrongState { .. }
                 | QueueError::Duplicate { .. }
+                | QueueError::OutputTaken { .. }
+                | QueueError::Missing(_)
                 | QueueError::Foreign(_)
         )
     }
@@ -203,6 +220,17 @@ impl Queue {
             dialect,
             location: shown,
         })
+    }
+
+    /// Opens a queue that must exist already: reading or changing jobs (`status`, `cancel`,
+    /// `retry`) never creates a queue file, so a mistyped path is named instead of made.
+    pub fn open_existing(location: &QueueLocation) -> Result<Queue, QueueError> {
+        if let QueueLocation::Sqlite(path) = location
+            && std::fs::symlink_metadata(path).is_err()
+        {
+            return Err(QueueError::Missing(location.display()));
+        }
+        Queue::open(location)
     }
 
     /// The queue's location for messages (passwords hidden).

@@ -2,7 +2,8 @@
 //!
 //! Input: the spec file (format in the README, "Jobs and workers") and the output root.
 //! Output: a [`Job`] with absolute input paths, an output path relative to a canonical root, and a
-//! sha256 content hash over the job, the script's and portrait's bytes and the talker version.
+//! sha256 content hash over the job, the bytes of the script (or book), the portrait and the
+//! lexicon file the script names, and the talker version.
 //! Invariants: unknown fields are refused with a "did you mean" hint and every error names the
 //! file and the field; `script` and `portrait` are relative to the spec file; `output` is relative
 //! to the output root and confined to it (`..`, absolute paths and symlinks that lead outside are
@@ -21,7 +22,7 @@ use sha2::{Digest, Sha256};
 use crate::assets::Assets;
 use crate::cache::CacheLocation;
 use crate::guard::{canonical_root, confine, relative_output};
-use crate::script::{Script, did_you_mean, kind, read_input};
+use crate::script::{did_you_mean, kind, read_input};
 use crate::settings::{Fail, RenderOptions, RenderSettings, fail, integer, string};
 use crate::tts::select::SpeechSetup;
 
@@ -261,29 +262,47 @@ impl Job {
         };
         let script = input("script", &spec.script)?;
         let portrait = input("portrait", &spec.portrait)?;
-        Script::load(&script).map_err(|e| err("script", e.to_string()))?;
+        // A book (EPUB, Markdown, text) is read as `render` reads it, detected the same way.
+        crate::book::load_script(&script).map_err(|e| err("script", e.to_string()))?;
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
         let confined = confine(&root, &spec.output).map_err(|m| err("output", m))?;
-        crate::guard::check_output_file(&confined, &[("script", &script), ("portrait", &portrait)])
-            .map_err(|e| err("output", e.to_string()))?;
-        let output: PathBuf = spec
-            .output
-            .components()
-            .filter(|c| matches!(c, Component::Normal(_)))
-            .collect();
-        Ok(Job {
+        let job = Job {
             script,
             portrait,
             out_root: root,
-            output,
+            output: spec
+                .output
+                .components()
+                .filter(|c| matches!(c, Component::Normal(_)))
+                .collect(),
             settings: spec.settings,
             priority: spec.priority,
-        })
+        };
+        let lexicon = job.script_lexicon();
+        crate::guard::check_output_file(&confined, &job.inputs(lexicon.as_deref()))
+            .map_err(|e| err("output", e.to_string()))?;
+        Ok(job)
+    }
+
+    /// The lexicon file the script names, if any (see [`crate::guard::script_lexicon`]).
+    pub fn script_lexicon(&self) -> Option<PathBuf> {
+        crate::guard::script_lexicon(&self.script)
+    }
+
+    /// What the job's output must never be, named for messages.
+    pub fn inputs<'a>(&'a self, lexicon: Option<&'a Path>) -> Vec<(&'static str, &'a Path)> {
+        let mut inputs = vec![
+            ("script", self.script.as_path()),
+            ("portrait", self.portrait.as_path()),
+        ];
+        inputs.extend(lexicon.map(|l| ("lexicon the script names", l)));
+        inputs
     }
 
     /// sha256 over everything that changes the video: the job (less its priority), the bytes of
-    /// the script and the portrait, and the talker version. Equal hashes mean equal renders.
+    /// the script (or book), the portrait and the lexicon file the script names, and the talker
+    /// version. Equal hashes mean equal renders.
     pub fn content_hash(&self) -> std::io::Result<String> {
         let mut h = Sha256::new();
         let mut field = |name: &str, bytes: &[u8]| {
@@ -297,8 +316,14 @@ impl Job {
         canonical.priority = 0;
         let json = serde_json::to_vec(&canonical).expect("a job serialises");
         field("job", &json);
-        // Streamed, in the same layout (name, length, bytes): a portrait file may be large.
-        for (name, path) in [("script", &self.script), ("portrait", &self.portrait)] {
+        // Streamed, in the same layout (name, length, bytes): a portrait file may be large. The
+        // lexicon file a script names changes the speech too; a script without one hashes as
+        // before, so jobs already in a queue keep their hashes.
+        let lexicon = self.script_lexicon();
+        let files = [("script", &self.script), ("portrait", &self.portrait)]
+            .into_iter()
+            .chain(lexicon.as_ref().map(|l| ("lexicon", l)));
+        for (name, path) in files {
             let file = std::fs::File::open(path)?;
             let len = file.metadata()?.len();
             h.update(name.as_bytes());

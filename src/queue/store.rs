@@ -205,7 +205,29 @@ impl Queue {
         .map_err(self.db_err())
     }
 
-    /// Adds a job, or returns the live job with the same content (re-enqueue is a no-op).
+    /// The queued or running job that writes `output` with other content than `content_hash`.
+    async fn output_taken(
+        &self,
+        tx: &mut AnyConnection,
+        output: &str,
+        content_hash: &str,
+    ) -> Result<Option<(i64, String, String)>, QueueError> {
+        sqlx::query_as(
+            "SELECT id, state, source FROM jobs
+             WHERE output = $1 AND content_hash <> $2 AND state IN ('queued', 'running')
+             ORDER BY id LIMIT 1",
+        )
+        .bind(output)
+        .bind(content_hash)
+        .fetch_optional(tx)
+        .await
+        .map_err(self.db_err())
+    }
+
+    /// Adds a job, or returns the live job with the same content (re-enqueue is a no-op). A job
+    /// whose output a live job with other content writes is refused: one of the two renders
+    /// would silently replace the other's video. Once that job has ended (succeeded, failed or
+    /// cancelled) the output is free again, which is how an edited spec is rendered anew.
     pub fn enqueue(
         &self,
         job: &Job,
@@ -216,6 +238,16 @@ impl Queue {
         let spec = serde_json::to_string(job).expect("a job serialises");
         let output = job.output_path().display().to_string();
         self.write(async |tx| {
+            if let Some((other, state, source)) =
+                self.output_taken(tx, &output, content_hash).await?
+            {
+                return Err(QueueError::OutputTaken {
+                    output: output.clone(),
+                    other,
+                    state,
+                    spec: source,
+                });
+            }
             // On PostgreSQL the live duplicate can finish between the insert and the lookup;
             // then the insert is simply tried again.
             let mut out = None;
@@ -261,12 +293,12 @@ impl Queue {
         })
     }
 
-    /// The newest successful job with this content and its output path, if any.
+    /// The newest successful job that rendered this content, and its output path, if any.
     pub fn last_success(&self, content_hash: &str) -> Result<Option<(i64, String)>, QueueError> {
         self.rt
             .block_on(
                 sqlx::query_as(
-                    "SELECT id, output FROM jobs WHERE content_hash = $1 AND state = 'succeeded'
+                    "SELECT id, output FROM jobs WHERE rendered_hash = $1 AND state = 'succeeded'
                      ORDER BY id DESC LIMIT 1",
                 )
                 .bind(content_hash)
@@ -399,18 +431,35 @@ impl Queue {
         })
     }
 
-    /// Marks the job succeeded with its render report; false when the lease was lost.
-    pub fn complete(&self, id: i64, token: &str, result: &str) -> Result<bool, QueueError> {
+    /// Marks the job succeeded with its render report and the content hash of what it rendered
+    /// (`None` when the inputs changed during the render); false when the lease was lost.
+    pub fn complete(
+        &self,
+        id: i64,
+        token: &str,
+        result: &str,
+        rendered_hash: Option<&str>,
+    ) -> Result<bool, QueueError> {
         self.write(async |tx| {
-            self.end_lease(
-                tx,
-                "UPDATE jobs SET state = 'succeeded', result = $3, last_error = NULL,
+            let held = self
+                .end_lease(
+                    tx,
+                    "UPDATE jobs SET state = 'succeeded', result = $3, last_error = NULL,
                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = {now}
                  WHERE id = $1 AND lease_token = $2 AND state = 'running'",
-                (id, token, Some(result)),
-                "succeeded",
-            )
-            .await
+                    (id, token, Some(result)),
+                    "succeeded",
+                )
+                .await?;
+            if held {
+                sqlx::query("UPDATE jobs SET rendered_hash = $2 WHERE id = $1")
+                    .bind(id)
+                    .bind(rendered_hash)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db_err())?;
+            }
+            Ok(held)
         })
     }
 
@@ -558,13 +607,13 @@ impl Queue {
     /// Queues a failed or cancelled job again with its attempts reset.
     pub fn retry(&self, id: i64) -> Result<(), QueueError> {
         self.write(async |tx| {
-            let row: Option<(String, String)> =
-                sqlx::query_as("SELECT state, content_hash FROM jobs WHERE id = $1")
+            let row: Option<(String, String, String)> =
+                sqlx::query_as("SELECT state, content_hash, output FROM jobs WHERE id = $1")
                     .bind(id)
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(self.db_err())?;
-            let Some((state, hash)) = row else {
+            let Some((state, hash, output)) = row else {
                 return Err(QueueError::NoSuchJob(id));
             };
             if state != "failed" && state != "cancelled" {
@@ -577,6 +626,14 @@ impl Queue {
             }
             if let Some((other, state)) = self.live_job(tx, &hash).await? {
                 return Err(QueueError::Duplicate { id, other, state });
+            }
+            if let Some((other, state, source)) = self.output_taken(tx, &output, &hash).await? {
+                return Err(QueueError::OutputTaken {
+                    output,
+                    other,
+                    state,
+                    spec: source,
+                });
             }
             sqlx::query(self.sql(
                 "UPDATE jobs SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL

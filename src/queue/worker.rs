@@ -337,8 +337,9 @@ impl Progress for JobProgress<'_> {
 
 /// How one attempt ended, before it is recorded.
 enum Ended {
-    /// The report, this attempt's temp file, and the output it becomes.
-    Rendered(Box<RenderReport>, PathBuf, PathBuf),
+    /// The report, this attempt's temp file, the output it becomes, and the content hash of
+    /// what was rendered (`None` when the inputs changed during the render).
+    Rendered(Box<RenderReport>, PathBuf, PathBuf, Option<String>),
     Failed(String),
     /// Failed on bad input (a script, portrait or output that cannot work until someone fixes
     /// it): marked failed at once instead of retried; `talker retry` queues it again.
@@ -443,11 +444,14 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         Ok(p) => p,
         Err(m) => return Ended::Refused(m),
     };
-    let inputs = [
-        ("script", job.script.as_path()),
-        ("portrait", job.portrait.as_path()),
-    ];
-    if let Err(e) = crate::guard::check_output(&output, &inputs) {
+    let lexicon = job.script_lexicon();
+    let checked = crate::guard::check_render_outputs(
+        &output,
+        None,
+        &job.inputs(lexicon.as_deref()),
+        Some(ctx.opts.env.cache.as_path()),
+    );
+    if let Err(e) = checked {
         return Ended::Refused(error_chain(&e));
     }
     remove_stale_temps(&output, id, token);
@@ -457,8 +461,20 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         id,
         observer: ctx.observer,
     };
+    // The inputs are read at run time, not at enqueue: hashed again on both sides of the render,
+    // what was rendered is known when both agree (`talker batch` trusts only that hash).
+    let before = job.content_hash().ok();
     match pipeline::run(&opts, ctx.speech, &progress, stop) {
-        Ok(report) => Ended::Rendered(Box::new(report), temp, output),
+        Ok(report) => {
+            let rendered = before.filter(|h| job.content_hash().ok().as_ref() == Some(h));
+            if rendered.is_none() {
+                ctx.observer.event(WorkerEvent::Warning {
+                    id: Some(id),
+                    message: "its inputs changed while it was rendered; talker batch will render it again".into(),
+                });
+            }
+            Ended::Rendered(Box::new(report), temp, output, rendered)
+        }
         Err(Error::Cancelled) => Ended::Stopped,
         Err(e) => {
             let _ = std::fs::remove_file(&temp);
@@ -524,7 +540,7 @@ fn record(ctx: &Ctx, id: i64, token: &str, attempt: u32, max_attempts: u32, ende
     };
     let permanent = matches!(ended, Ended::Refused(_));
     match ended {
-        Ended::Rendered(report, temp, output) => {
+        Ended::Rendered(report, temp, output, rendered_hash) => {
             if let Err(e) = queue.mark_rendered(token) {
                 warn(format!("cannot record the finished render: {e}"));
             }
@@ -557,7 +573,7 @@ fn record(ctx: &Ctx, id: i64, token: &str, attempt: u32, max_attempts: u32, ende
             let mut report = *report;
             report.output = output.clone();
             let json = serde_json::to_string(&report).expect("a render report serialises");
-            match queue.complete(id, token, &json) {
+            match queue.complete(id, token, &json, rendered_hash.as_deref()) {
                 Ok(true) => {
                     ctx.metrics.record_render(&report);
                     ctx.observer.event(WorkerEvent::Succeeded {

@@ -32,7 +32,8 @@ type Result<T, E = SpeechError> = std::result::Result<T, E>;
 pub struct Check<'a> {
     pub voice: &'a VoiceFiles,
     pub engines: &'a Path,
-    pub ids: &'a Path,
+    /// `None`: the ids bundled into the binary ([`load_ids`]).
+    pub ids: Option<&'a Path>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -48,10 +49,26 @@ pub struct IdsFile {
     pub sentences: Vec<Sentence>,
 }
 
+/// The ids a render's INT8 engines are calibrated on (`tests/data/gpu/ids.json`, bundled), so
+/// `talker engine` builds and checks the engines `render` uses wherever it runs.
+const BUNDLED_IDS: &str = include_str!("../../../../tests/data/gpu/ids.json");
+
+/// The ids file at `path`, or the bundled one.
+pub fn load_ids(path: Option<&Path>) -> Result<IdsFile> {
+    match path {
+        Some(path) => read_ids(path),
+        None => parse_ids(BUNDLED_IDS, Path::new("the bundled ids")),
+    }
+}
+
 /// Reads and checks an ids file (bad input: exit 2).
 pub fn read_ids(path: &Path) -> Result<IdsFile> {
     let text = std::fs::read_to_string(path).map_err(SpeechError::io(path))?;
-    let f: IdsFile = serde_json::from_str(&text)
+    parse_ids(&text, path)
+}
+
+fn parse_ids(text: &str, path: &Path) -> Result<IdsFile> {
+    let f: IdsFile = serde_json::from_str(text)
         .map_err(|e| SpeechError::BadInput(format!("{}: not an ids file ({e})", path.display())))?;
     if f.calibration > f.sentences.len() || f.sentences.iter().any(|s| s.ids.is_empty()) {
         return Err(SpeechError::BadInput(format!(
@@ -72,7 +89,7 @@ fn quiet(config: &VoiceConfig) -> Scales {
 
 fn open(check: &Check<'_>, p: Precision) -> Result<(GpuVoice, IdsFile, VoiceConfig)> {
     let config = VoiceConfig::load(&check.voice.config)?;
-    let ids = read_ids(check.ids)?;
+    let ids = load_ids(check.ids)?;
     let calibration: Vec<Vec<i64>> = ids.sentences[..ids.calibration]
         .iter()
         .map(|s| s.ids.clone())
