@@ -221,9 +221,9 @@ fn refuse(e: Error, global: &Global) -> Result<()> {
 fn report_refused(e: &Error, global: &Global) {
     if global.json {
         let v = serde_json::json!({"event": "refused", "message": e.to_string()});
-        eprintln!("{v}");
+        super::ui::eprint_line(&format!("{v}"));
     } else {
-        eprintln!("talker: {e}");
+        super::ui::eprint_line(&format!("talker: {e}"));
     }
 }
 
@@ -247,16 +247,16 @@ pub fn run_enqueue(args: &EnqueueArgs, global: &Global) -> Result<()> {
         };
         if !global.json && !global.quiet {
             if e.created {
-                eprintln!(
+                super::ui::eprint_line(&format!(
                     "job {} queued: {source} → {}",
                     e.id,
                     job.output_path().display()
-                );
+                ));
             } else {
-                eprintln!(
+                super::ui::eprint_line(&format!(
                     "job {} is already {} with the same content: {source}",
                     e.id, e.state
-                );
+                ));
             }
         }
         results.push(
@@ -585,7 +585,7 @@ pub fn run_cancel(args: &JobIdArgs, global: &Global) -> Result<()> {
                 "; its worker stops the render at its next heartbeat"
             }
         };
-        eprintln!("job {} cancelled{note}", args.id);
+        super::ui::eprint_line(&format!("job {} cancelled{note}", args.id));
     }
     Ok(())
 }
@@ -594,7 +594,10 @@ pub fn run_retry(args: &JobIdArgs, global: &Global) -> Result<()> {
     let queue = open_existing_queue(&args.queue, global)?;
     queue.retry(args.id)?;
     if !global.quiet {
-        eprintln!("job {} queued again with its attempts reset", args.id);
+        super::ui::eprint_line(&format!(
+            "job {} queued again with its attempts reset",
+            args.id
+        ));
     }
     Ok(())
 }
@@ -615,7 +618,7 @@ impl Printer {
 
     fn say(&self, line: &str) {
         if !self.json && !self.quiet {
-            eprintln!("{line}");
+            super::ui::eprint_line(line);
         }
     }
 }
@@ -624,7 +627,7 @@ impl Observer for Printer {
     fn event(&self, event: WorkerEvent) {
         if self.json {
             if let Ok(line) = serde_json::to_string(&event) {
-                eprintln!("{line}");
+                super::ui::eprint_line(&line);
             }
             return;
         }
@@ -634,13 +637,15 @@ impl Observer for Printer {
                 attempts,
                 error,
             } => {
-                eprintln!("job {id}: failed after {attempts} attempt(s): {error}");
+                super::ui::eprint_line(&format!(
+                    "job {id}: failed after {attempts} attempt(s): {error}"
+                ));
                 return;
             }
             WorkerEvent::Warning { id, message } => {
                 match id {
-                    Some(id) => eprintln!("warning: job {id}: {message}"),
-                    None => eprintln!("warning: {message}"),
+                    Some(id) => super::ui::eprint_line(&format!("warning: job {id}: {message}")),
+                    None => super::ui::eprint_line(&format!("warning: {message}")),
                 }
                 return;
             }
@@ -706,7 +711,7 @@ impl Observer for Printer {
             ),
         };
         if !self.quiet {
-            eprintln!("{line}");
+            super::ui::eprint_line(&line);
         }
     }
 }

@@ -467,9 +467,9 @@ mod tests {
                 "64 to 4096",
             ),
             (
-                format!(r#"{{{base}, "output": "a.mp4", "fps": 5}}"#),
+                format!(r#"{{{base}, "output": "a.mp4", "fps": 0}}"#),
                 "fps",
-                "10 to 60",
+                "1 to 120",
             ),
             (
                 format!(r#"{{{base}, "output": "a.mp4", "framing": "wide"}}"#),
