@@ -82,8 +82,6 @@ impl Frame {
 pub(crate) struct Curve {
     x0: f32,
     step: f32,
-    /// `1 / step`: look-ups run per pixel, a multiply is cheaper than a divide.
-    inv_step: f32,
     ys: Vec<f32>,
 }
 
@@ -94,7 +92,6 @@ impl Curve {
         Curve {
             x0,
             step,
-            inv_step: 1.0 / step,
             ys: (0..n).map(|i| f(x0 + step * i as f32)).collect(),
         }
     }
@@ -111,7 +108,6 @@ impl Curve {
         Curve {
             x0: self.x0,
             step: self.step,
-            inv_step: self.inv_step,
             ys: self
                 .ys
                 .iter()
@@ -124,7 +120,7 @@ impl Curve {
     #[inline]
     pub fn at(&self, x: f32) -> f32 {
         let last = self.ys.len() - 1;
-        let t = ((x - self.x0) * self.inv_step).clamp(0.0, last as f32);
+        let t = ((x - self.x0) / self.step).clamp(0.0, last as f32);
         let i = (t as usize).min(last - 1);
         let f = t - i as f32;
         self.ys[i] + (self.ys[i + 1] - self.ys[i]) * f

@@ -158,10 +158,6 @@ impl Roi {
         x >= self.x0 && x < self.x1 && y >= self.y0 && y < self.y1
     }
 
-    fn overlaps(&self, o: Roi) -> bool {
-        self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
-    }
-
     fn union(self, o: Roi) -> Roi {
         Roi {
             x0: self.x0.min(o.x0),
@@ -213,44 +209,9 @@ impl FaceRig {
 
     /// Renders one frame into `out` (RGB24, `width × height × 3` bytes).
     ///
-    /// The changing region is walked in cells of [`CELL`] pixels. Where the warp is smooth (away
-    /// from the mouth opening and its lip edges, outside a blinking eye) the source position is
-    /// computed exactly at a cell's corners and interpolated between them, and each pixel costs
-    /// one fixed-point bilinear sample. A cell whose centre the interpolation misses by more
-    /// than [`SMOOTH_TOLERANCE`] px, or that comes near the opening, is split in four, down to
-    /// [`MIN_CELL`]; what is still not smooth then, and every cell over a blinking eye, is shaded
-    /// pixel by pixel as [`render_exact`](Self::render_exact) does. So a frame costs in
-    /// proportion to the pixels the pose moves, with a small constant, however large the face.
-    ///
     /// # Panics
     /// If `out` has the wrong length.
     pub fn render(&self, frame: &FramePose, out: &mut [u8]) {
-        let (f, roi) = self.prepare(frame, out);
-        let xs = grid(roi.x0, roi.x1);
-        let ys = grid(roi.y0, roi.y1);
-        let mut above: Vec<Warp> = xs.iter().map(|&x| self.warp(&f, x, ys[0])).collect();
-        let mut below = Vec::with_capacity(xs.len());
-        for rows in ys.windows(2) {
-            let (y0, y1) = (rows[0], rows[1]);
-            below.clear();
-            below.extend(xs.iter().map(|&x| self.warp(&f, x, y1)));
-            for (i, cols) in xs.windows(2).enumerate() {
-                let cell = Roi {
-                    x0: cols[0],
-                    y0,
-                    x1: cols[1],
-                    y1,
-                };
-                let corners = [above[i], above[i + 1], below[i], below[i + 1]];
-                self.fill_cell(&f, cell, corners, out);
-            }
-            std::mem::swap(&mut above, &mut below);
-        }
-    }
-
-    /// Checks `out`, fills it with the portrait and prepares the pose: what every pixel needs,
-    /// and the region the pose can change.
-    fn prepare(&self, frame: &FramePose, out: &mut [u8]) -> (Pose, Roi) {
         assert_eq!(
             out.len(),
             self.base.data.len(),
@@ -285,210 +246,35 @@ impl FaceRig {
         if let Some(hf) = &head {
             roi = roi.union(Roi::from_bounds(self.head.bounds(hf), w, h));
         }
-        let f = Pose {
-            mouth: mf,
-            blink,
-            head,
-            mouth_roi,
-            eye_roi,
-            band: self.mouth.smooth_margin(&frame.mouth),
-        };
-        (f, roi)
-    }
-
-    /// The same frame as [`render`](Self::render), every pixel of the changing region shaded
-    /// exactly (no interpolation): the reference `render` is measured against, several times
-    /// slower on a large face.
-    ///
-    /// # Panics
-    /// If `out` has the wrong length.
-    pub fn render_exact(&self, frame: &FramePose, out: &mut [u8]) {
-        let (f, roi) = self.prepare(frame, out);
-        let w = self.base.width;
         for y in roi.y0..roi.y1 {
             for x in roi.x0..roi.x1 {
+                let q = match &head {
+                    Some(hf) => self.head.source(hf, x, y),
+                    None => [x as f32, y as f32],
+                };
+                let moved = q != [x as f32, y as f32];
+                let c = if mouth_roi.contains(x, y) {
+                    self.mouth.shade(&mf, &self.base, q)
+                } else {
+                    None
+                }
+                .or_else(|| match eye_roi {
+                    Some(e) if e.contains(x, y) => self.eyes[0]
+                        .shade(&self.base, blink, q)
+                        .or_else(|| self.eyes[1].shade(&self.base, blink, q)),
+                    _ => None,
+                });
                 let i = (y * w + x) * 3;
-                self.shade_pixel(&f, x, y, &mut out[i..i + 3]);
-            }
-        }
-    }
-
-    /// Where destination pixel `(x, y)` takes its colour from, and how far it is from where
-    /// the mouth does more than move pixels.
-    fn warp(&self, f: &Pose, x: usize, y: usize) -> Warp {
-        let q = match &f.head {
-            Some(hf) => self.head.source(hf, x, y),
-            None => [x as f32, y as f32],
-        };
-        let plain = Warp {
-            src: q,
-            clear: f32::INFINITY,
-        };
-        if !f.mouth_roi.contains(x, y) {
-            return plain;
-        }
-        match self.mouth.locate(&f.mouth, q) {
-            Some(at) => {
-                let y = at.local[1];
-                Warp {
-                    src: at.src,
-                    clear: (at.top - f.band - y).max(y - at.bot - f.band),
+                match c {
+                    Some(c) => put(out, i, c),
+                    None if moved => {
+                        out[i..i + 3].copy_from_slice(&self.base.bilinear_u8(q[0], q[1]));
+                    }
+                    None => {}
                 }
             }
-            None => plain,
         }
     }
-
-    /// Draws one cell from its corners' warps (top-left, top-right, bottom-left, bottom-right;
-    /// the right and bottom corners are the next cells' first pixels).
-    fn fill_cell(&self, f: &Pose, cell: Roi, c: [Warp; 4], out: &mut [u8]) {
-        let (cw, ch) = (cell.x1 - cell.x0, cell.y1 - cell.y0);
-        if f.eye_roi.is_some_and(|e| e.overlaps(cell)) {
-            return self.shade_cell(f, cell, out);
-        }
-        // Room for the lip edges to curve and the pixels to lie anywhere in the cell.
-        let room = 1.5 * cw.max(ch) as f32 + 1.0;
-        let (mx, my) = (cell.x0 + cw / 2, cell.y0 + ch / 2);
-        let centre = self.warp(f, mx, my);
-        let guess = bilerp(
-            &c,
-            (mx - cell.x0) as f32 / cw as f32,
-            (my - cell.y0) as f32 / ch as f32,
-        );
-        let smooth = c.iter().chain([&centre]).all(|w| w.clear >= room)
-            && (centre.src[0] - guess[0]).abs() <= SMOOTH_TOLERANCE
-            && (centre.src[1] - guess[1]).abs() <= SMOOTH_TOLERANCE;
-        if smooth {
-            return self.sample_cell(f, cell, &c, out);
-        }
-        if cw.min(ch) < 2 * MIN_CELL {
-            return self.shade_cell(f, cell, out);
-        }
-        let (top, bottom) = (self.warp(f, mx, cell.y0), self.warp(f, mx, cell.y1));
-        let (left, right) = (self.warp(f, cell.x0, my), self.warp(f, cell.x1, my));
-        let quarters = [
-            (cell.x0, cell.y0, mx, my, [c[0], top, left, centre]),
-            (mx, cell.y0, cell.x1, my, [top, c[1], centre, right]),
-            (cell.x0, my, mx, cell.y1, [left, centre, c[2], bottom]),
-            (mx, my, cell.x1, cell.y1, [centre, right, bottom, c[3]]),
-        ];
-        for (x0, y0, x1, y1, corners) in quarters {
-            self.fill_cell(f, Roi { x0, y0, x1, y1 }, corners, out);
-        }
-    }
-
-    /// A smooth cell: each pixel one fixed-point bilinear sample at the interpolated source.
-    /// Nothing to do when the pose moves none of its corners; a cell where it moves only some
-    /// lies on the edge of the moving region and is shaded exactly, so that every pixel the
-    /// pose does not move stays the portrait's, bit for bit.
-    fn sample_cell(&self, f: &Pose, cell: Roi, c: &[Warp; 4], out: &mut [u8]) {
-        let still = [
-            c[0].src == [cell.x0 as f32, cell.y0 as f32],
-            c[1].src == [cell.x1 as f32, cell.y0 as f32],
-            c[2].src == [cell.x0 as f32, cell.y1 as f32],
-            c[3].src == [cell.x1 as f32, cell.y1 as f32],
-        ];
-        if still.iter().all(|&s| s) {
-            return;
-        }
-        if still.iter().any(|&s| s) {
-            return self.shade_cell(f, cell, out);
-        }
-        let (cw, ch) = ((cell.x1 - cell.x0) as f32, (cell.y1 - cell.y0) as f32);
-        let w = self.base.width;
-        for y in cell.y0..cell.y1 {
-            let ty = (y - cell.y0) as f32 / ch;
-            let start = bilerp(c, 0.0, ty);
-            let end = bilerp(c, 1.0, ty);
-            let step = [(end[0] - start[0]) / cw, (end[1] - start[1]) / cw];
-            let row = &mut out[(y * w + cell.x0) * 3..(y * w + cell.x1) * 3];
-            self.base.sample_row(row, start, step);
-        }
-    }
-
-    /// Every pixel of `cell` shaded exactly.
-    fn shade_cell(&self, f: &Pose, cell: Roi, out: &mut [u8]) {
-        let w = self.base.width;
-        for y in cell.y0..cell.y1 {
-            for x in cell.x0..cell.x1 {
-                let i = (y * w + x) * 3;
-                self.shade_pixel(f, x, y, &mut out[i..i + 3]);
-            }
-        }
-    }
-
-    /// One pixel the exact way: the mouth, else a blinking eye, else the head warp alone.
-    fn shade_pixel(&self, f: &Pose, x: usize, y: usize, px: &mut [u8]) {
-        let q = match &f.head {
-            Some(hf) => self.head.source(hf, x, y),
-            None => [x as f32, y as f32],
-        };
-        let c = if f.mouth_roi.contains(x, y) {
-            self.mouth.shade(&f.mouth, &self.base, q)
-        } else {
-            None
-        }
-        .or_else(|| match f.eye_roi {
-            Some(e) if e.contains(x, y) => self.eyes[0]
-                .shade(&self.base, f.blink, q)
-                .or_else(|| self.eyes[1].shade(&self.base, f.blink, q)),
-            _ => None,
-        });
-        match c {
-            Some(c) => put(px, 0, c),
-            None if q != [x as f32, y as f32] => {
-                px.copy_from_slice(&self.base.bilinear_u8(q[0], q[1]));
-            }
-            None => {}
-        }
-    }
-}
-
-/// Side of the cells a frame is walked in (see [`FaceRig::render`]), and of the smallest a
-/// cell is split into.
-const CELL: usize = 16;
-const MIN_CELL: usize = 2;
-/// How far (px) the interpolated source position may miss the exact one at a cell's centre.
-const SMOOTH_TOLERANCE: f32 = 0.25;
-
-/// Grid lines every [`CELL`] pixels from `a`, ending exactly at `b` (the last cell may be
-/// narrower).
-fn grid(a: usize, b: usize) -> Vec<usize> {
-    let mut g: Vec<usize> = (a..b).step_by(CELL).collect();
-    g.push(b);
-    g
-}
-
-/// One frame's pose, prepared: what every pixel of the frame needs.
-struct Pose {
-    mouth: mouth::MouthFrame,
-    blink: f32,
-    head: Option<head::HeadFrame>,
-    mouth_roi: Roi,
-    eye_roi: Option<Roi>,
-    /// Width (px, mouth frame) of the band about the opening where the mouth shades more than
-    /// it moves.
-    band: f32,
-}
-
-/// The warp at one grid point.
-#[derive(Debug, Clone, Copy)]
-struct Warp {
-    src: P,
-    /// Distance (px, mouth frame) to the band about the opening where the mouth shades more
-    /// than it moves; infinite outside the mouth.
-    clear: f32,
-}
-
-/// The source position at `(tx, ty)` ∈ [0, 1]² of a cell, from its corners' warps.
-#[inline]
-fn bilerp(c: &[Warp; 4], tx: f32, ty: f32) -> P {
-    let lerp = |a: P, b: P, t: f32| [a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t];
-    lerp(
-        lerp(c[0].src, c[1].src, tx),
-        lerp(c[2].src, c[3].src, tx),
-        ty,
-    )
 }
 
 #[cfg(test)]

@@ -85,47 +85,6 @@ impl Rgb {
     }
 }
 
-impl Rgb {
-    /// Fills `row` (RGB24) with [`bilinear_u8`](Self::bilinear_u8) samples at `start`,
-    /// `start + step`, ...: a cell's row of the smooth warp. The positions are linear, so when
-    /// both ends have their 2×2 neighbourhood inside the image every sample does, and the row
-    /// steps in 16.16 fixed point without clamping.
-    pub fn sample_row(&self, row: &mut [u8], start: [f32; 2], step: [f32; 2]) {
-        let n = row.len() / 3;
-        let last = (n.max(1) - 1) as f32;
-        let end = [start[0] + step[0] * last, start[1] + step[1] * last];
-        // A hundredth of a pixel short of the last column and row: fixed-point steps drift
-        // by at most a few 2^-16 px.
-        let (xm, ym) = (self.width as f32 - 1.01, self.height as f32 - 1.01);
-        let inside = |p: [f32; 2]| p[0] >= 0.0 && p[1] >= 0.0 && p[0] <= xm && p[1] <= ym;
-        if !(inside(start) && inside(end)) {
-            for (k, px) in row.chunks_exact_mut(3).enumerate() {
-                let (x, y) = (start[0] + step[0] * k as f32, start[1] + step[1] * k as f32);
-                px.copy_from_slice(&self.bilinear_u8(x, y));
-            }
-            return;
-        }
-        let fixed = |v: f32| (v * 65536.0).round() as i32;
-        let (mut x, mut y) = (fixed(start[0]), fixed(start[1]));
-        let (dx, dy) = (fixed(step[0]), fixed(step[1]));
-        let d = &self.data;
-        let stride = self.width * 3;
-        for px in row.chunks_exact_mut(3) {
-            let (x0, y0) = ((x >> 16) as usize, (y >> 16) as usize);
-            let (fx, fy) = (((x >> 8) & 255) as u32, ((y >> 8) & 255) as u32);
-            let i = y0 * stride + x0 * 3;
-            let (top, bottom) = (&d[i..i + 6], &d[i + stride..i + stride + 6]);
-            for c in 0..3 {
-                let t = u32::from(top[c]) * (256 - fx) + u32::from(top[c + 3]) * fx;
-                let b = u32::from(bottom[c]) * (256 - fx) + u32::from(bottom[c + 3]) * fx;
-                px[c] = ((t * (256 - fy) + b * fy + 32768) >> 16) as u8;
-            }
-            x += dx;
-            y += dy;
-        }
-    }
-}
-
 /// Writes a colour, rounded and clamped to 0..=255.
 #[inline]
 pub(crate) fn put(out: &mut [u8], i: usize, c: [f32; 3]) {

@@ -267,18 +267,6 @@ impl MouthRig {
         }
     }
 
-    /// Distance (px, mouth frame) from the opening's edges beyond which [`shade`](Self::shade)
-    /// only samples the warped portrait: past the lip-cleaning band and, for rounded lips, the
-    /// pout's shadow band.
-    pub fn smooth_margin(&self, pose: &MouthPose) -> f32 {
-        let band = if pose.clamped().round > 0.0 {
-            0.2
-        } else {
-            0.12
-        };
-        band * self.w + 0.5
-    }
-
     /// The colour at destination pixel `q` for pose frame `f`, or `None` outside the influence.
     #[inline]
     pub fn shade(&self, f: &MouthFrame, img: &Rgb, q: P) -> Option<[f32; 3]> {
