@@ -1381,6 +1381,129 @@ fn postgres_one_output_has_one_live_job() {
     one_output_one_live_job(Backend::Postgres);
 }
 
+/// Enqueues of different content for one output, started at the same moment from separate
+/// processes: exactly one of each round becomes the live job, every other one is refused with
+/// exit 2 naming it (on PostgreSQL each transaction takes the output's advisory lock first).
+fn concurrent_enqueues_of_one_output(backend: Backend) {
+    const ROUNDS: usize = 4;
+    const AT_ONCE: usize = 6;
+    let env = Env::new(backend);
+    let portrait = repo("examples/portrait.png");
+    for round in 0..ROUNDS {
+        let output = format!("race-{round}.mp4");
+        let specs: Vec<PathBuf> = (0..AT_ONCE)
+            .map(|k| {
+                let script = write_script(
+                    env.path(),
+                    &format!("r{round}-{k}.json"),
+                    &json!({"segments": [{"text": format!("Round {round}, take {k}.")}]})
+                        .to_string(),
+                );
+                env.spec(
+                    &format!("r{round}-{k}-spec.json"),
+                    &script,
+                    &portrait,
+                    &output,
+                    k as u64,
+                )
+            })
+            .collect();
+        let children: Vec<_> = specs
+            .iter()
+            .map(|spec| {
+                env.cmd("enqueue", &["--json", "--out-root", s(&env.out), s(spec)])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outputs: Vec<Output> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let won: Vec<&Output> = outputs.iter().filter(|o| o.status.success()).collect();
+        assert_eq!(won.len(), 1, "round {round}: {outputs:?}");
+        let winner: Value = serde_json::from_slice(&won[0].stdout).unwrap();
+        let id = winner[0]["id"].as_i64().unwrap();
+        for o in outputs.iter().filter(|o| !o.status.success()) {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "round {round}: {err}");
+            assert!(err.contains(&format!("job {id}")), "round {round}: {err}");
+        }
+    }
+    let live: Vec<Value> = env.status(&[])["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["state"] == "queued")
+        .cloned()
+        .collect();
+    assert_eq!(live.len(), ROUNDS, "{live:?}");
+}
+
+#[test]
+fn sqlite_concurrent_enqueues_of_one_output_leave_one_job() {
+    concurrent_enqueues_of_one_output(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_concurrent_enqueues_of_one_output_leave_one_job() {
+    concurrent_enqueues_of_one_output(Backend::Postgres);
+}
+
+/// `worker` and `batch` say once, as `render` does, that the CPU backend ignores `--precision`.
+#[test]
+fn worker_and_batch_say_an_unused_precision() {
+    let env = Env::new(Backend::Sqlite);
+    let warnings = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["event"] == "warning")
+            .filter_map(|v| v["message"].as_str().map(str::to_owned))
+            .filter(|m| m.contains("--precision fp16 is for the CUDA engine"))
+            .collect()
+    };
+    let speech = ["--backend", "cpu", "--precision", "fp16"];
+    let o = env
+        .cmd("worker", &["--json", "--drain", "--out-root", s(&env.out)])
+        .args(speech)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    assert_eq!(
+        warnings(&o).len(),
+        1,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let jobs = env.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    let script = write_script(env.path(), "s.json", SHORT);
+    let spec = env.spec(
+        "spec.json",
+        &script,
+        &repo("examples/portrait.png"),
+        "s.mp4",
+        run_seed(),
+    );
+    std::fs::rename(&spec, jobs.join("s.json")).unwrap();
+    let o = env
+        .cmd("batch", &["--json", "--out-root", s(&env.out)])
+        .args(speech)
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    assert_eq!(
+        warnings(&o).len(),
+        1,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// The worker records what it rendered, not what was enqueued: a script edited after enqueue
 /// and reverted after the render is not "up to date" for a video that speaks the edit.
 #[test]

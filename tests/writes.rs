@@ -299,6 +299,80 @@ fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
     );
 }
 
+/// An audio-only render reads its speech back from the cache in a second pass: a `cache gc`
+/// during its first pass must leave every phrase it holds, so the second pass finds them.
+#[test]
+fn cache_gc_beside_a_running_m4b_render_keeps_its_phrases() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let short = r#"{"segments": [{"text": "The first part is short and already cached."},
+        {"text": "The second part is cached as well, from the render before."}]}"#;
+    let script_a = write_script(d, "a.json", short);
+    let o = talker(d)
+        .args(["render", "--quiet", "-o"])
+        .arg(d.join("a.m4b"))
+        .arg(&script_a)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    let long: Vec<String> = (0..12)
+        .map(|i| format!("This is new sentence number {i}, which nobody has spoken before."))
+        .collect();
+    let longer = short.replace("]}", &format!(r#", {{"text": "{}"}}]}}"#, long.join(" ")));
+    let script_b = write_script(d, "b.json", &longer);
+    let mut child = talker(d)
+        .args(["render", "--json", "--threads", "1", "-o"])
+        .arg(d.join("b.m4b"))
+        .arg(&script_b)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut events = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in events.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        let v: Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["event"] == "start" && v["stage"] == "speech" {
+            break;
+        }
+    }
+    let o = talker(d)
+        .args(["cache", "gc", "--json", "--max-size", "0"])
+        .output()
+        .unwrap();
+    assert_success(&o);
+    let gc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        gc["kept_in_use"].as_u64().unwrap() >= 2,
+        "the cached phrases the render uses are kept: {gc}\n{seen:?}"
+    );
+    let rest: Vec<String> = events.map_while(std::result::Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the render survives gc: {rest:?}");
+    let probe = Command::new("ffprobe")
+        .args([
+            "-v",
+            "error",
+            "-show_entries",
+            "format=duration",
+            "-of",
+            "csv=p=0",
+        ])
+        .arg(d.join("b.m4b"))
+        .output()
+        .unwrap();
+    let seconds: f64 = String::from_utf8_lossy(&probe.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        seconds > 20.0,
+        "all fourteen sentences are in the book: {seconds} s"
+    );
+}
+
 /// Another process holding the cache database's write lock (a shell's open transaction): a
 /// render neither stalls nor prints sqlx's own lines; it reuses the cache read-only, says so, and
 /// `cache gc` refuses plainly.

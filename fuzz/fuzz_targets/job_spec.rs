@@ -2,7 +2,7 @@
 //!
 //! Input: arbitrary bytes as spec text. Checks: `JobSpec::parse` never panics, and whatever it
 //! accepts obeys the documented limits: the output is a relative `.mp4` path without `..`, the
-//! size is even and 64–4096, fps 10–60, crf 0–51, priority ±1000, the preset is an x264 preset.
+//! size is even and 64–4096, fps 1–120, crf 0–51, priority ±1000, the preset is an x264 preset.
 #![no_main]
 
 use std::path::Component;
@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
                         && (64..=4096).contains(&h)
                 );
             }
-            assert!(s.settings.look.fps.is_none_or(|f| (10..=60).contains(&f)));
+            assert!(s.settings.look.fps.is_none_or(|f| (1..=120).contains(&f)));
             assert!(s.settings.crf <= 51);
             assert!((-1000..=1000).contains(&s.priority));
             assert!(X264_PRESETS.contains(&s.settings.preset.as_str()));

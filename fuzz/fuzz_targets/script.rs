@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(s) => {
             assert!(!s.segments.is_empty());
             assert!((0.5..=2.0).contains(&s.speed));
-            assert!((10..=60).contains(&s.fps));
+            assert!((1..=120).contains(&s.fps));
             if let Some((w, h)) = s.size {
                 assert!(w % 2 == 0 && h % 2 == 0);
             }

@@ -187,6 +187,10 @@ struct Dialect {
     begin: &'static str,
     /// Appended to the claim's choice of row: skip rows another worker is claiming.
     skip_locked: &'static str,
+    /// Serialises the transactions that give one output a live job (`$1`: a 64-bit key of the
+    /// output path), so two concurrent enqueues cannot both find the output free. `None` where
+    /// `begin` already takes the database's one write lock (SQLite).
+    lock_output: Option<&'static str>,
 }
 
 pub struct Queue {

@@ -17,6 +17,8 @@ pub(super) const DIALECT: Dialect = Dialect {
     now: "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
     begin: "BEGIN",
     skip_locked: "FOR UPDATE SKIP LOCKED",
+    // Held until the transaction ends; other outputs' enqueues are not held up.
+    lock_output: Some("SELECT pg_advisory_xact_lock($1)"),
 };
 
 pub(super) async fn connect(url: &str, shown: &str) -> Result<AnyPool, QueueError> {

@@ -165,12 +165,10 @@ impl JobSpec {
             at,
             message,
         };
-        let value: Value = serde_json::from_str(text).map_err(|e| {
-            to_err((
-                format!("line {}, column {}", e.line(), e.column()),
-                format!("invalid JSON: {e}"),
-            ))
-        })?;
+        // The scripts' strict reader: a key given twice is refused rather than the first
+        // value dropped.
+        let value = crate::script::parse_json(text, Path::new(""))
+            .map_err(|e| to_err((e.at, e.message)))?;
         parse_value(&value).map_err(to_err)
     }
 }
@@ -490,6 +488,11 @@ mod tests {
                 format!(r#"{{{base}, "output": "a.mp4", "preset": "fastest"}}"#),
                 "preset",
                 "veryfast",
+            ),
+            (
+                format!(r#"{{{base}, "output": "a.mp4", "output": "b.mp4"}}"#),
+                "output",
+                "is given twice",
             ),
             (
                 format!(r#"{{{base}, "output": "a.mp4", "priority": 5000}}"#),

@@ -24,6 +24,7 @@ pub(super) const DIALECT: Dialect = Dialect {
     now: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
     begin: "BEGIN IMMEDIATE",
     skip_locked: "",
+    lock_output: None,
 };
 
 /// A file that exists but is no SQLite database would fail every pooled connection, and the pool

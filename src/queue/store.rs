@@ -205,6 +205,23 @@ impl Queue {
         .map_err(self.db_err())
     }
 
+    /// Takes the output's lock for the rest of the transaction (see `Dialect::lock_output`):
+    /// what `output_taken` then finds stays true until this transaction commits.
+    async fn lock_output(&self, tx: &mut AnyConnection, output: &str) -> Result<(), QueueError> {
+        let Some(sql) = self.dialect.lock_output else {
+            return Ok(());
+        };
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(output.as_bytes());
+        let key = i64::from_be_bytes(digest[..8].try_into().expect("a sha256 has 32 bytes"));
+        sqlx::query(sql)
+            .bind(key)
+            .execute(tx)
+            .await
+            .map_err(self.db_err())?;
+        Ok(())
+    }
+
     /// The queued or running job that writes `output` with other content than `content_hash`.
     async fn output_taken(
         &self,
@@ -238,6 +255,7 @@ impl Queue {
         let spec = serde_json::to_string(job).expect("a job serialises");
         let output = job.output_path().display().to_string();
         self.write(async |tx| {
+            self.lock_output(tx, &output).await?;
             if let Some((other, state, source)) =
                 self.output_taken(tx, &output, content_hash).await?
             {
@@ -627,6 +645,7 @@ impl Queue {
             if let Some((other, state)) = self.live_job(tx, &hash).await? {
                 return Err(QueueError::Duplicate { id, other, state });
             }
+            self.lock_output(tx, &output).await?;
             if let Some((other, state, source)) = self.output_taken(tx, &output, &hash).await? {
                 return Err(QueueError::OutputTaken {
                     output,
