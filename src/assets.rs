@@ -7,8 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-
 pub const DEFAULT_VOICE: &str = "en_US-joe-medium";
 
 #[derive(Debug, Clone)]
@@ -35,7 +33,7 @@ impl Assets {
 
     /// The ONNX Runtime shared library: `$ORT_DYLIB_PATH`, else the newest `libonnxruntime.so*` in
     /// `onnxruntime/`.
-    pub fn onnxruntime_library(&self) -> Result<PathBuf> {
+    pub fn onnxruntime_library(&self) -> Result<PathBuf, AssetsError> {
         if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
             return Ok(PathBuf::from(p));
         }
@@ -53,13 +51,18 @@ impl Assets {
             .collect();
         found.sort();
         found.pop().ok_or_else(|| {
-            Error::Assets(format!(
+            AssetsError(format!(
                 "the ONNX Runtime library was not found in {} (run scripts/fetch-assets, or set ORT_DYLIB_PATH)",
                 dir.display()
             ))
         })
     }
 }
+
+/// A model or library that should be among the assets is missing; the message says how to get it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AssetsError(pub String);
 
 /// `$XDG_CACHE_HOME`, else `~/.cache`.
 pub fn user_cache_dir() -> PathBuf {

@@ -1,19 +1,20 @@
-//! One error type for the library, and the single place that decides the process exit code.
+//! One error type for the library's stages (inputs, speech, face, media, cache, a render), and
+//! the exit code each maps to. It stands below the queue, whose worker runs renders: the queue's
+//! own errors stay in `queue`, and the binary joins the two (`cli/error.rs`).
 //!
 //! Exit codes (documented in the README): 0 success, 2 bad input (script, portrait, voice,
-//! arguments, job spec), 1 anything else (missing assets, runtime, media, I/O, cache), 130 when
+//! arguments), 1 anything else (missing assets, runtime, media, I/O, cache), 130 when
 //! cancelled by a signal.
 
 use std::path::PathBuf;
 
+use crate::assets::AssetsError;
 use crate::cache::CacheError;
 use crate::face::FaceError;
 #[cfg(feature = "render")]
 use crate::media::MediaError;
 #[cfg(feature = "render")]
 use crate::phonemize::PhonemizeError;
-#[cfg(feature = "render")]
-use crate::queue::{QueueError, SpecError};
 use crate::render::RenderError;
 use crate::script::ScriptError;
 use crate::tts::SpeechError;
@@ -34,7 +35,7 @@ pub enum Error {
     #[error("portrait cannot be animated: {0}")]
     Rig(#[from] RenderError),
     #[error("{0}")]
-    Assets(String),
+    Assets(#[from] AssetsError),
     #[cfg(feature = "render")]
     #[error("phonemizer: {0}")]
     Phonemize(#[from] PhonemizeError),
@@ -58,14 +59,6 @@ pub enum Error {
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
     ThreadLost(String),
-    #[cfg(feature = "render")]
-    #[error(transparent)]
-    JobSpec(#[from] SpecError),
-    #[cfg(feature = "render")]
-    #[error(transparent)]
-    Queue(#[from] QueueError),
-    #[error("{failed} of {total} jobs failed; talker status shows their errors")]
-    JobsFailed { failed: usize, total: usize },
 }
 
 impl Error {
@@ -74,8 +67,6 @@ impl Error {
         match self {
             Error::Usage(_) | Error::Script(_) | Error::Rig(_) => 2,
             Error::Speech(e) => e.exit_code(),
-            #[cfg(feature = "render")]
-            Error::JobSpec(_) => 2,
             #[cfg(feature = "render")]
             Error::Phonemize(PhonemizeError::UnknownVoice(_)) => 2,
             #[cfg(feature = "render")]
@@ -87,43 +78,40 @@ impl Error {
                     1
                 }
             }
-            #[cfg(feature = "render")]
-            Error::Queue(e) => {
-                if e.is_bad_input() {
-                    2
-                } else {
-                    1
-                }
-            }
             Error::Cancelled => 130,
             Error::Assets(_)
             | Error::Cache(_)
             | Error::Io { .. }
             | Error::Stdout { .. }
-            | Error::ThreadLost(_)
-            | Error::JobsFailed { .. } => 1,
+            | Error::ThreadLost(_) => 1,
         }
     }
 
     /// The message, then each cause that says something new: a cause whose text an earlier line
     /// already holds (a wrapper that prints its source) is left out, so nothing is said twice.
     pub fn chain(&self) -> Vec<String> {
-        let mut lines = vec![self.to_string()];
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            let text = s.to_string();
-            if !lines.iter().any(|l| l.contains(&text)) {
-                lines.push(text);
-            }
-            source = s.source();
-        }
-        lines
+        chain(self)
     }
 
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { path, source }
     }
+}
+
+/// An error's message, then each cause that says something new (see [`Error::chain`]); the
+/// binary's own errors are said the same way.
+pub fn chain(error: &dyn std::error::Error) -> Vec<String> {
+    let mut lines = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !lines.iter().any(|l| l.contains(&text)) {
+            lines.push(text);
+        }
+        source = s.source();
+    }
+    lines
 }
 
 /// `path: cause`, except that a full disk names the device rather than the file that hit it.
@@ -211,16 +199,8 @@ mod tests {
             Error::Face(FaceError::ModelMissing { path: "m".into() }).exit_code(),
             1
         );
-        assert_eq!(Error::Assets("x".into()).exit_code(), 1);
+        assert_eq!(Error::Assets(AssetsError("x".into())).exit_code(), 1);
         assert_eq!(Error::Cancelled.exit_code(), 130);
-        assert_eq!(
-            Error::JobsFailed {
-                failed: 1,
-                total: 2
-            }
-            .exit_code(),
-            1
-        );
     }
 
     #[test]
@@ -245,19 +225,5 @@ mod tests {
             source: std::io::Error::from_raw_os_error(libc::EACCES),
         };
         assert_eq!(e.chain().len(), 1, "{:?}", e.chain());
-    }
-
-    #[cfg(feature = "render")]
-    #[test]
-    fn queue_errors_split_into_bad_input_and_the_rest() {
-        assert_eq!(Error::Queue(QueueError::NoSuchJob(3)).exit_code(), 2);
-        assert_eq!(
-            Error::Queue(QueueError::Open {
-                location: "q".into(),
-                message: "m".into()
-            })
-            .exit_code(),
-            1
-        );
     }
 }

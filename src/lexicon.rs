@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 use unicode_normalization::UnicodeNormalization;
 
-use crate::script::{ScriptError, kind, parse_json};
+use crate::json::{ScriptError, kind, parse_json};
 
 /// Lexicon files larger than this are refused (a lexicon of 100 000 names is about 3 MB).
 const MAX_LEXICON_BYTES: u64 = 16 << 20;

@@ -11,6 +11,7 @@ pub mod error;
 pub mod face;
 #[cfg(feature = "render")]
 pub mod guard;
+pub mod json;
 pub mod lexicon;
 pub mod lipsync;
 #[cfg(feature = "render")]

@@ -64,18 +64,24 @@ fn main() -> ExitCode {
     }
 
     let ui = Ui::new(cli.global.quiet, cli.global.json);
-    let result = match &cli.command {
+    let result: cli::error::Result<()> = match &cli.command {
         #[cfg(feature = "render")]
-        Command::Render(args) => cli::render_cmds::run_render(args, &cli.global, &ui, &cancel),
+        Command::Render(args) => {
+            cli::render_cmds::run_render(args, &cli.global, &ui, &cancel).map_err(Into::into)
+        }
         #[cfg(feature = "render")]
-        Command::Preview(args) => cli::render_cmds::run_preview(args, &cli.global, &ui, &cancel),
+        Command::Preview(args) => {
+            cli::render_cmds::run_preview(args, &cli.global, &ui, &cancel).map_err(Into::into)
+        }
         #[cfg(feature = "render")]
-        Command::Bench(args) => cli::render_cmds::run_bench(args, &cli.global),
+        Command::Bench(args) => cli::render_cmds::run_bench(args, &cli.global).map_err(Into::into),
         #[cfg(feature = "render")]
         Command::Script {
             action: cli::args::ScriptAction::Convert(args),
-        } => cli::render_cmds::run_convert(args, &cli.global, &ui),
-        Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
+        } => cli::render_cmds::run_convert(args, &cli.global, &ui).map_err(Into::into),
+        Command::Cache { action } => {
+            cli::commands::run_cache(action, &cli.global, &ui).map_err(Into::into)
+        }
         #[cfg(feature = "render")]
         Command::Enqueue(args) => cli::queue::run_enqueue(args, &cli.global),
         #[cfg(feature = "render")]
@@ -89,7 +95,9 @@ fn main() -> ExitCode {
         #[cfg(feature = "render")]
         Command::Retry(args) => cli::queue::run_retry(args, &cli.global),
         #[cfg(feature = "cuda")]
-        Command::Engine { action } => cli::engine::run_engine(action, &cli.global),
+        Command::Engine { action } => {
+            cli::engine::run_engine(action, &cli.global).map_err(Into::into)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

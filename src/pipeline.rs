@@ -73,7 +73,7 @@ pub fn run(
     let _hold = hold_entries(&cache, &plan, true, progress);
     report_warnings(&cache, progress);
     let keyed = plan.chunks.iter().map(|c| (c.key(), c.sentences.len()));
-    let lookup = look_up_chunks(&cache, keyed, progress, cancel)?;
+    let lookup = look_up_chunks(&cache, keyed, progress, cancel).ok_or(Error::Cancelled)?;
     tracing::debug!(
         ms = wall.elapsed().as_millis(),
         reused = lookup.reused(),

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::{Cache, ChunkEntry, Key, report_warnings};
-use crate::error::{Error, Result};
 use crate::progress::Progress;
 
 /// A chunk ready for the output: its length and sentence spans.
@@ -75,13 +74,13 @@ impl ChunkLookup {
 }
 
 /// Looks a render's chunks, `(key, sentences)` in order, up in the cache; a key repeated within
-/// the render is rendered once. Returns `Cancelled` soon after `cancel` is set.
+/// the render is rendered once. `None` once `cancel` is set (checked between chunks).
 pub fn look_up_chunks<'a>(
     cache: &Cache,
     chunks: impl ExactSizeIterator<Item = (&'a Key, usize)>,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<ChunkLookup> {
+) -> Option<ChunkLookup> {
     let mut lookup = ChunkLookup {
         done: vec![None; chunks.len()],
         repeats: Vec::new(),
@@ -90,7 +89,7 @@ pub fn look_up_chunks<'a>(
     let mut first_of: HashMap<Key, usize> = HashMap::new();
     for (i, (key, sentences)) in chunks.enumerate() {
         if cancel.load(Ordering::Relaxed) {
-            return Err(Error::Cancelled);
+            return None;
         }
         if let Some(&first) = first_of.get(key) {
             lookup.repeats.push((i, first));
@@ -103,7 +102,7 @@ pub fn look_up_chunks<'a>(
         }
     }
     report_warnings(cache, progress);
-    Ok(lookup)
+    Some(lookup)
 }
 
 /// The chunks of a render as the muxer takes them: each file with the length it was found at.
@@ -190,6 +189,6 @@ mod tests {
 
         stop.store(true, Ordering::Relaxed);
         let cancelled = look_up_chunks(&cache, [(&cached, 1)].into_iter(), &NoProgress, &stop);
-        assert!(matches!(cancelled, Err(Error::Cancelled)));
+        assert!(cancelled.is_none());
     }
 }

@@ -3,8 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Cache;
-use crate::error::Result;
+use super::{Cache, CacheError};
 use crate::progress::{Event, Progress};
 
 /// Where the cache lives for this render.
@@ -32,7 +31,7 @@ pub fn open_cache(
     location: &CacheLocation,
     output: &Path,
     progress: &dyn Progress,
-) -> Result<(Cache, TempDir)> {
+) -> Result<(Cache, TempDir), CacheError> {
     let temp = || {
         let parent = output
             .parent()

@@ -4,6 +4,7 @@ pub mod args;
 pub mod commands;
 #[cfg(feature = "cuda")]
 pub mod engine;
+pub mod error;
 #[cfg(feature = "render")]
 pub mod queue;
 #[cfg(feature = "render")]

@@ -11,12 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args;
+use talker::Error;
 use talker::assets::Assets;
 use talker::face::{FaceError, FaceModels, Portrait};
 use talker::queue::worker::{self, Backoff, Observer, WorkerEvent, WorkerOptions};
 use talker::queue::{Job, JobRow, JobSpec, Queue, QueueLocation, RenderEnv, spec};
 use talker::speech::SpeechService;
-use talker::{Error, Result};
+
+use super::error::{CliError, Result};
 
 use super::args::{Global, SpeechArgs};
 use super::commands::cache_dir;
@@ -163,7 +165,7 @@ fn load_job(path: &Path, out_root: &Path, global: &Global) -> Result<(Job, Strin
             message: e.to_string(),
         },
     )?;
-    let refuse = |e: FaceError| -> Error {
+    let refuse = |e: FaceError| -> CliError {
         if e.is_bad_input() {
             spec::SpecError {
                 file: path.to_path_buf(),
@@ -210,7 +212,7 @@ fn enqueue(
 
 /// A spec's error: bad input (exit 2) is printed now, so one bad file among many does not hide
 /// the rest; anything else (missing face models, a database problem) stops the command.
-fn refuse(e: Error, global: &Global) -> Result<()> {
+fn refuse(e: CliError, global: &Global) -> Result<()> {
     if e.exit_code() != 2 {
         return Err(e);
     }
@@ -218,7 +220,7 @@ fn refuse(e: Error, global: &Global) -> Result<()> {
     Ok(())
 }
 
-fn report_refused(e: &Error, global: &Global) {
+fn report_refused(e: &CliError, global: &Global) {
     if global.json {
         let v = serde_json::json!({"event": "refused", "message": e.to_string()});
         super::ui::eprint_line(&format!("{v}"));
@@ -272,7 +274,7 @@ pub fn run_enqueue(args: &EnqueueArgs, global: &Global) -> Result<()> {
 fn refused_error(refused: usize, total: usize) -> Result<()> {
     match refused {
         0 => Ok(()),
-        _ => Err(Error::Usage(format!(
+        _ => Err(CliError::usage(format!(
             "{refused} of {total} job specs refused (see above); nothing was enqueued for them"
         ))),
     }
@@ -287,7 +289,7 @@ fn worker_options(
 ) -> Result<WorkerOptions> {
     let heartbeat = work.heartbeat.unwrap_or(work.lease_ttl / 3);
     if heartbeat >= work.lease_ttl {
-        return Err(Error::Usage(format!(
+        return Err(CliError::usage(format!(
             "--heartbeat ({:.1} s) must be shorter than --lease-ttl ({:.1} s), or leases expire between heartbeats",
             heartbeat.as_secs_f64(),
             work.lease_ttl.as_secs_f64()
@@ -347,11 +349,14 @@ fn bind_metrics(addr: &Option<String>, printer: &Printer) -> Result<Option<TcpLi
 }
 
 /// Starts the worker's one speech service before any job is claimed (`--backend cuda` without a
-/// GPU fails here).
-fn start_speech(opts: &WorkerOptions, printer: &Printer) -> Result<SpeechService> {
-    let service = SpeechService::start(&opts.env.speech)?;
+/// GPU fails here); a `--precision` the backend ignores is said once, as `render` says it.
+fn start_speech(opts: &WorkerOptions, args: &WorkArgs, printer: &Printer) -> Result<SpeechService> {
+    let service = SpeechService::start(&opts.env.speech).map_err(Error::from)?;
     if let Some(note) = service.note() {
         printer.say(note);
+    }
+    if let Some(message) = super::render_cmds::precision_ignored(&args.speech, &service) {
+        printer.event(WorkerEvent::Warning { id: None, message });
     }
     Ok(service)
 }
@@ -377,7 +382,7 @@ fn say_speech_totals(printer: &Printer, service: &SpeechService) {
 pub fn run_worker(args: &WorkerArgs, global: &Global, shutdown: &AtomicBool) -> Result<()> {
     let opts = worker_options(&args.work, global, None, args.drain)?;
     let printer = Printer::new(global);
-    let speech = start_speech(&opts, &printer)?;
+    let speech = start_speech(&opts, &args.work, &printer)?;
     let queue = open_queue(&args.queue, global)?;
     let listener = bind_metrics(&args.work.metrics, &printer)?;
     let tally = worker::run(&queue, &opts, &speech, &printer, shutdown, listener);
@@ -400,14 +405,14 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
         .collect();
     specs.sort();
     if specs.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(CliError::usage(format!(
             "no job specs (*.json) in {}",
             args.dir.display()
         )));
     }
     let opts = worker_options(&args.work, global, None, true)?;
     let printer = Printer::new(global);
-    let speech = start_speech(&opts, &printer)?;
+    let speech = start_speech(&opts, &args.work, &printer)?;
     let queue = open_queue(&args.queue, global)?;
     let (mut refused, mut ids, mut up_to_date) = (0, Vec::new(), 0);
     for path in &specs {
@@ -479,11 +484,11 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
         ));
     }
     if shutdown.load(Ordering::Relaxed) && failed > 0 {
-        return Err(Error::Cancelled);
+        return Err(Error::Cancelled.into());
     }
     refused_error(refused, specs.len())?;
     if failed > 0 {
-        return Err(Error::JobsFailed {
+        return Err(CliError::JobsFailed {
             failed,
             total: ids.len(),
         });
@@ -546,7 +551,7 @@ pub fn run_status(args: &StatusArgs, global: &Global) -> Result<()> {
 fn emit(text: &str) -> Result<()> {
     use std::io::Write as _;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("stdout")(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("stdout")(e).into()),
         _ => Ok(()),
     }
 }

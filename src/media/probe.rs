@@ -102,36 +102,102 @@ pub(crate) fn scan(path: &Path) -> Result<ChunkScan, MediaError> {
     scan_open(path, &mut open_chunk(path)?.input)
 }
 
-/// [`scan`] of a chunk already open (read to its end).
+/// [`scan`] of a chunk already open (read to its end): its tags, its two streams, then every
+/// packet, and last the durations its tracks record against what the packets cover.
 pub(crate) fn scan_open(
     path: &Path,
     input: &mut format::context::Input,
 ) -> Result<ChunkScan, MediaError> {
-    let bad = |reason: String| MediaError::BadChunk {
+    let tags = read_tags(path, input)?;
+    let streams = read_streams(path, input, tags.sample_rate)?;
+    let count = count_packets(path, input, &streams, tags.fps)?;
+    check_durations(path, input, &streams, &count, &tags)?;
+    Ok(ChunkScan {
+        info: ChunkInfo {
+            frames: count.frames,
+            samples: count.samples,
+            width: streams.width,
+            height: streams.height,
+            fps: tags.fps,
+            sample_rate: tags.sample_rate,
+            crf: tags.crf,
+            preset: tags.preset,
+        },
+        video_index: streams.video_index,
+        audio_index: streams.audio_index,
+        extradata: streams.extradata,
+        video_params: streams.video_params,
+        reorder_delay: count.reorder_delay,
+    })
+}
+
+fn bad(path: &Path, reason: String) -> MediaError {
+    MediaError::BadChunk {
         path: path.to_path_buf(),
         reason,
-    };
+    }
+}
+
+/// What talker wrote into a chunk's tags when it encoded it.
+struct ChunkTags {
+    fps: u32,
+    sample_rate: u32,
+    crf: u8,
+    preset: String,
+}
+
+fn read_tags(path: &Path, input: &format::context::Input) -> Result<ChunkTags, MediaError> {
     let tags = input.metadata();
     let tag = |key: &'static str| meta_value(&tags, key);
     if tag(TAG_VERSION).as_deref() != Some(CHUNK_VERSION) {
-        return Err(bad(format!(
-            "tag {TAG_VERSION} is {:?}, expected {CHUNK_VERSION:?}",
-            tag(TAG_VERSION)
-        )));
+        return Err(bad(
+            path,
+            format!(
+                "tag {TAG_VERSION} is {:?}, expected {CHUNK_VERSION:?}",
+                tag(TAG_VERSION)
+            ),
+        ));
     }
     let number = |key: &'static str| -> Result<u32, MediaError> {
         tag(key)
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|&v| v > 0 || key == TAG_CRF)
-            .ok_or_else(|| bad(format!("tag {key} missing or not a number")))
+            .ok_or_else(|| bad(path, format!("tag {key} missing or not a number")))
     };
     let fps = number(TAG_FPS)?;
     let sample_rate = number(TAG_SAMPLE_RATE)?;
-    let crf = u8::try_from(number(TAG_CRF)?).map_err(|_| bad(format!("tag {TAG_CRF} too big")))?;
-    let preset = tag(TAG_PRESET).ok_or_else(|| bad(format!("tag {TAG_PRESET} missing")))?;
+    let crf =
+        u8::try_from(number(TAG_CRF)?).map_err(|_| bad(path, format!("tag {TAG_CRF} too big")))?;
+    let preset = tag(TAG_PRESET).ok_or_else(|| bad(path, format!("tag {TAG_PRESET} missing")))?;
+    Ok(ChunkTags {
+        fps,
+        sample_rate,
+        crf,
+        preset,
+    })
+}
 
+/// The chunk's H.264 video and PCM audio streams, as the muxer copies them.
+struct ChunkStreams {
+    video_index: usize,
+    video_tb: Rational,
+    audio_index: usize,
+    width: u32,
+    height: u32,
+    extradata: Vec<u8>,
+    video_params: codec::Parameters,
+}
+
+fn read_streams(
+    path: &Path,
+    input: &format::context::Input,
+    sample_rate: u32,
+) -> Result<ChunkStreams, MediaError> {
     if input.nb_streams() != 2 {
-        return Err(bad(format!("{} streams, expected 2", input.nb_streams())));
+        return Err(bad(
+            path,
+            format!("{} streams, expected 2", input.nb_streams()),
+        ));
     }
     let mut video = None;
     let mut audio = None;
@@ -140,18 +206,22 @@ pub(crate) fn scan_open(
         match params.medium() {
             media::Type::Video => video = Some((stream.index(), stream.time_base(), params)),
             media::Type::Audio => audio = Some((stream.index(), params)),
-            other => return Err(bad(format!("unexpected {other:?} stream"))),
+            other => return Err(bad(path, format!("unexpected {other:?} stream"))),
         }
     }
     let (video_index, video_tb, video_params) =
-        video.ok_or_else(|| bad("no video stream".to_string()))?;
-    let (audio_index, audio_params) = audio.ok_or_else(|| bad("no audio stream".to_string()))?;
+        video.ok_or_else(|| bad(path, "no video stream".to_string()))?;
+    let (audio_index, audio_params) =
+        audio.ok_or_else(|| bad(path, "no audio stream".to_string()))?;
     if video_params.id() != codec::Id::H264 || audio_params.id() != codec::Id::PCM_S16LE {
-        return Err(bad(format!(
-            "codecs {:?}/{:?}, expected H264/PCM_S16LE",
-            video_params.id(),
-            audio_params.id()
-        )));
+        return Err(bad(
+            path,
+            format!(
+                "codecs {:?}/{:?}, expected H264/PCM_S16LE",
+                video_params.id(),
+                audio_params.id()
+            ),
+        ));
     }
     let extradata = extradata(&video_params);
     let owned_params = video_params.clone();
@@ -167,9 +237,12 @@ pub(crate) fn scan_open(
     match extradata.get(1) {
         Some(66 | 77 | 88 | 100) => {}
         other => {
-            return Err(bad(format!(
-                "pixel format is not yuv420p (H.264 profile {other:?} is not an 8-bit 4:2:0 one)"
-            )));
+            return Err(bad(
+                path,
+                format!(
+                    "pixel format is not yuv420p (H.264 profile {other:?} is not an 8-bit 4:2:0 one)"
+                ),
+            ));
         }
     }
     let (width, height) = (v.width(), v.height());
@@ -180,55 +253,106 @@ pub(crate) fn scan_open(
     )?;
     let a = ff(path, "read audio parameters", decoder.decoder().audio())?;
     if a.channels() != 1 || a.rate() != sample_rate {
-        return Err(bad(format!(
-            "audio is {} channel(s) at {} Hz, tags say mono at {sample_rate} Hz",
-            a.channels(),
-            a.rate()
-        )));
+        return Err(bad(
+            path,
+            format!(
+                "audio is {} channel(s) at {} Hz, tags say mono at {sample_rate} Hz",
+                a.channels(),
+                a.rate()
+            ),
+        ));
     }
+    Ok(ChunkStreams {
+        video_index,
+        video_tb,
+        audio_index,
+        width,
+        height,
+        extradata,
+        video_params: owned_params,
+    })
+}
 
+/// What the packets hold: frames (each pts once, none missing), PCM samples, and how far decode
+/// order runs ahead of display order.
+struct PacketCount {
+    frames: u64,
+    samples: u64,
+    reorder_delay: i64,
+}
+
+fn count_packets(
+    path: &Path,
+    input: &mut format::context::Input,
+    streams: &ChunkStreams,
+    fps: u32,
+) -> Result<PacketCount, MediaError> {
     let frame_tb = Rational::new(1, fps as i32);
     let mut seen: Vec<bool> = Vec::new();
     let mut frames: u64 = 0;
     let mut samples: u64 = 0;
     let mut reorder_delay: i64 = 0;
     while let Some(packet) = read_packet(path, input)? {
-        if packet.stream() == video_index {
+        if packet.stream() == streams.video_index {
             let pts = packet
                 .pts()
-                .ok_or_else(|| bad(format!("video packet {frames} has no pts")))?;
-            let index = pts_to_frame(pts, video_tb, frame_tb);
+                .ok_or_else(|| bad(path, format!("video packet {frames} has no pts")))?;
+            let index = pts_to_frame(pts, streams.video_tb, frame_tb);
             let slot = usize::try_from(index)
                 .ok()
                 .filter(|&s| s < MAX_CHUNK_FRAMES)
-                .ok_or_else(|| bad(format!("video pts {pts} is out of range")))?;
+                .ok_or_else(|| bad(path, format!("video pts {pts} is out of range")))?;
             if slot >= seen.len() {
                 seen.resize(slot + 1, false);
             }
             if std::mem::replace(&mut seen[slot], true) {
-                return Err(bad(format!("frame {slot} appears twice")));
+                return Err(bad(path, format!("frame {slot} appears twice")));
             }
             reorder_delay = reorder_delay.max(frames as i64 - index);
             frames += 1;
-        } else if packet.stream() == audio_index {
+        } else if packet.stream() == streams.audio_index {
             let size = packet.size();
             if !size.is_multiple_of(2) {
-                return Err(bad(format!("odd PCM packet size {size}")));
+                return Err(bad(path, format!("odd PCM packet size {size}")));
             }
             samples += size as u64 / 2;
         }
     }
     if seen.len() as u64 != frames {
-        return Err(bad(format!(
-            "{frames} video packets but pts reach frame {}",
-            seen.len().saturating_sub(1)
-        )));
+        return Err(bad(
+            path,
+            format!(
+                "{frames} video packets but pts reach frame {}",
+                seen.len().saturating_sub(1)
+            ),
+        ));
     }
-    let streams = [
-        ("video", video_index, frames, fps),
-        ("audio", audio_index, samples, sample_rate),
+    Ok(PacketCount {
+        frames,
+        samples,
+        reorder_delay,
+    })
+}
+
+/// Each track's recorded duration must match what its packets cover: a chunk cut short after
+/// its header was written (a killed encoder) fails here.
+fn check_durations(
+    path: &Path,
+    input: &format::context::Input,
+    streams: &ChunkStreams,
+    count: &PacketCount,
+    tags: &ChunkTags,
+) -> Result<(), MediaError> {
+    let tracks = [
+        ("video", streams.video_index, count.frames, tags.fps),
+        (
+            "audio",
+            streams.audio_index,
+            count.samples,
+            tags.sample_rate,
+        ),
     ];
-    for (kind, index, units, rate) in streams {
+    for (kind, index, units, rate) in tracks {
         let covered_us = (units as i128 * 1_000_000 / i128::from(rate)) as i64;
         let recorded_us = input
             .stream(index)
@@ -239,29 +363,16 @@ pub(crate) fn scan_open(
             None => covered_us == 0,
         };
         if !ok {
-            return Err(bad(format!(
-                "{kind} track records {recorded_us:?} us but its packets cover {covered_us} us \
-                 (truncated?)"
-            )));
+            return Err(bad(
+                path,
+                format!(
+                    "{kind} track records {recorded_us:?} us but its packets cover {covered_us} us \
+                     (truncated?)"
+                ),
+            ));
         }
     }
-    Ok(ChunkScan {
-        info: ChunkInfo {
-            frames,
-            samples,
-            width,
-            height,
-            fps,
-            sample_rate,
-            crf,
-            preset,
-        },
-        video_index,
-        audio_index,
-        extradata,
-        video_params: owned_params,
-        reorder_delay,
-    })
+    Ok(())
 }
 
 /// A metadata value as an owned, valid String.

@@ -527,108 +527,151 @@ fn remove_stale_temps(output: &Path, id: i64, token: &str) {
 
 /// Publishes or records the attempt's end, and tells the observer.
 fn record(ctx: &Ctx, id: i64, token: &str, attempt: u32, max_attempts: u32, ended: Ended) {
-    let queue = ctx.queue;
-    let warn = |message: String| {
-        ctx.observer.event(WorkerEvent::Warning {
-            id: Some(id),
-            message,
-        })
+    let end = AttemptEnd {
+        ctx,
+        id,
+        token,
+        attempt,
+        max_attempts,
     };
-    let lease_lost = || {
-        ctx.metrics.update(|t| t.lost += 1);
-        ctx.observer.event(WorkerEvent::LeaseLost { id });
-    };
-    let permanent = matches!(ended, Ended::Refused(_));
     match ended {
         Ended::Rendered(report, temp, output, rendered_hash) => {
-            if let Err(e) = queue.mark_rendered(token) {
-                warn(format!("cannot record the finished render: {e}"));
+            end.publish(*report, &temp, &output, rendered_hash.as_deref())
+        }
+        Ended::Stopped => end.release(),
+        Ended::Failed(error) => end.fail(error, false),
+        Ended::Refused(error) => end.fail(error, true),
+    }
+}
+
+/// One claim's attempt as it ends: each way of ending is one method, each tells the queue first
+/// (under the lease's token, so a lost lease changes nothing) and then the observer.
+struct AttemptEnd<'a> {
+    ctx: &'a Ctx<'a>,
+    id: i64,
+    token: &'a str,
+    attempt: u32,
+    max_attempts: u32,
+}
+
+impl AttemptEnd<'_> {
+    fn warn(&self, message: String) {
+        self.ctx.observer.event(WorkerEvent::Warning {
+            id: Some(self.id),
+            message,
+        });
+    }
+
+    fn lease_lost(&self) {
+        self.ctx.metrics.update(|t| t.lost += 1);
+        self.ctx
+            .observer
+            .event(WorkerEvent::LeaseLost { id: self.id });
+    }
+
+    /// The finished render becomes the output only while the lease is still ours, confirmed by
+    /// a heartbeat just before the rename; a render that cannot be moved into place fails the
+    /// attempt (it is retried from the cache).
+    fn publish(
+        &self,
+        report: RenderReport,
+        temp: &Path,
+        output: &Path,
+        rendered_hash: Option<&str>,
+    ) {
+        let queue = self.ctx.queue;
+        if let Err(e) = queue.mark_rendered(self.token) {
+            self.warn(format!("cannot record the finished render: {e}"));
+        }
+        match queue.heartbeat(self.id, self.token, self.ctx.opts.lease_ttl) {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = std::fs::remove_file(temp);
+                return self.lease_lost();
             }
-            match queue.heartbeat(id, token, ctx.opts.lease_ttl) {
-                Ok(true) => {}
-                Ok(false) => {
-                    let _ = std::fs::remove_file(&temp);
-                    return lease_lost();
-                }
-                Err(e) => {
-                    let _ = std::fs::remove_file(&temp);
-                    warn(format!(
-                        "cannot confirm the lease, so the output is not published (the job is redone from the cache once the lease expires): {e}"
-                    ));
-                    return;
-                }
+            Err(e) => {
+                let _ = std::fs::remove_file(temp);
+                return self.warn(format!(
+                    "cannot confirm the lease, so the output is not published (the job is redone from the cache once the lease expires): {e}"
+                ));
             }
-            if let Err(e) = std::fs::rename(&temp, &output) {
-                let _ = std::fs::remove_file(&temp);
-                let message = format!("cannot move the render onto {}: {e}", output.display());
-                return record(
-                    ctx,
+        }
+        if let Err(e) = std::fs::rename(temp, output) {
+            let _ = std::fs::remove_file(temp);
+            return self.fail(
+                format!("cannot move the render onto {}: {e}", output.display()),
+                false,
+            );
+        }
+        let mut report = report;
+        report.output = output.to_path_buf();
+        let json = serde_json::to_string(&report).expect("a render report serialises");
+        match queue.complete(self.id, self.token, &json, rendered_hash) {
+            Ok(true) => {
+                self.ctx.metrics.record_render(&report);
+                self.ctx.observer.event(WorkerEvent::Succeeded {
+                    id: self.id,
+                    output: output.display().to_string(),
+                    report: Box::new(report),
+                });
+            }
+            Ok(false) => self.lease_lost(),
+            Err(e) => self.warn(format!(
+                "rendered {} but cannot record it: {e}",
+                output.display()
+            )),
+        }
+    }
+
+    /// Released when the lease is still ours (shutdown, or a heartbeat outage); otherwise
+    /// someone else owns the job now and this is a no-op.
+    fn release(&self) {
+        match self.ctx.queue.release(self.id, self.token) {
+            Ok(true) => {
+                self.ctx.metrics.update(|t| t.released += 1);
+                self.ctx
+                    .observer
+                    .event(WorkerEvent::Released { id: self.id });
+            }
+            Ok(false) => self.lease_lost(),
+            Err(e) => self.warn(format!("cannot release the job: {e}")),
+        }
+    }
+
+    /// A failed attempt is retried after the backoff; a `permanent` one (bad input) is marked
+    /// failed at once.
+    fn fail(&self, error: String, permanent: bool) {
+        let delay = if permanent {
+            Duration::ZERO
+        } else {
+            self.ctx.opts.backoff.delay(self.attempt)
+        };
+        let (id, attempt, max_attempts) = (self.id, self.attempt, self.max_attempts);
+        match self
+            .ctx
+            .queue
+            .fail(id, self.token, &error, delay, permanent)
+        {
+            Ok(FailOutcome::Retry(d)) => {
+                self.ctx.metrics.update(|t| t.retried += 1);
+                self.ctx.observer.event(WorkerEvent::Retrying {
                     id,
-                    token,
                     attempt,
                     max_attempts,
-                    Ended::Failed(message),
-                );
+                    delay_seconds: d.as_secs_f64(),
+                    error,
+                });
             }
-            let mut report = *report;
-            report.output = output.clone();
-            let json = serde_json::to_string(&report).expect("a render report serialises");
-            match queue.complete(id, token, &json, rendered_hash.as_deref()) {
-                Ok(true) => {
-                    ctx.metrics.record_render(&report);
-                    ctx.observer.event(WorkerEvent::Succeeded {
-                        id,
-                        output: output.display().to_string(),
-                        report: Box::new(report),
-                    });
-                }
-                Ok(false) => lease_lost(),
-                Err(e) => warn(format!(
-                    "rendered {} but cannot record it: {e}",
-                    output.display()
-                )),
+            Ok(FailOutcome::Failed) => {
+                self.ctx.metrics.update(|t| t.failed += 1);
+                self.ctx.observer.event(WorkerEvent::Failed {
+                    id,
+                    attempts: attempt,
+                    error,
+                });
             }
-        }
-        Ended::Stopped => {
-            // Released when the lease is still ours (shutdown, or a heartbeat outage); otherwise
-            // someone else owns the job now and this is a no-op.
-            match queue.release(id, token) {
-                Ok(true) => {
-                    ctx.metrics.update(|t| t.released += 1);
-                    ctx.observer.event(WorkerEvent::Released { id });
-                }
-                Ok(false) => lease_lost(),
-                Err(e) => warn(format!("cannot release the job: {e}")),
-            }
-        }
-        Ended::Failed(error) | Ended::Refused(error) => {
-            let delay = if permanent {
-                Duration::ZERO
-            } else {
-                ctx.opts.backoff.delay(attempt)
-            };
-            match queue.fail(id, token, &error, delay, permanent) {
-                Ok(FailOutcome::Retry(d)) => {
-                    ctx.metrics.update(|t| t.retried += 1);
-                    ctx.observer.event(WorkerEvent::Retrying {
-                        id,
-                        attempt,
-                        max_attempts,
-                        delay_seconds: d.as_secs_f64(),
-                        error,
-                    });
-                }
-                Ok(FailOutcome::Failed) => {
-                    ctx.metrics.update(|t| t.failed += 1);
-                    ctx.observer.event(WorkerEvent::Failed {
-                        id,
-                        attempts: attempt,
-                        error,
-                    });
-                }
-                Ok(FailOutcome::Lost) => lease_lost(),
-                Err(e) => warn(format!("cannot record the failure ({error}): {e}")),
-            }
+            Ok(FailOutcome::Lost) => self.lease_lost(),
+            Err(e) => self.warn(format!("cannot record the failure ({error}): {e}")),
         }
     }
 }

@@ -14,7 +14,6 @@ impl DeviceExecutor {
     /// Runs a movement step on the device; `None` when this case has no device kernel.
     pub(super) fn movement_step(&mut self, i: usize, s: &Step, slots: &mut Slots) -> Family {
         let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
-        let st = self.stream();
         Ok(Some(match &s.op {
             Op::Identity => vec![self.in_dev(slots, s, 0)?],
             Op::Reshape { allow_zero } => {
@@ -70,41 +69,7 @@ impl DeviceExecutor {
                 .map_err(e)?;
                 vec![self.view(&x, shape, off, &vs)?]
             }
-            Op::Split { axis, outputs } => {
-                let x = self.in_dev(slots, s, 0)?;
-                let sizes = self
-                    .in_host(slots, s, 1)?
-                    .map(|t| t.ints())
-                    .transpose()
-                    .map_err(e)?;
-                let a = crate::tts::cuda::tensor::axis(*axis, x.shape.len()).map_err(e)?;
-                let dim = x.shape[a];
-                let sizes: Vec<usize> = match sizes {
-                    Some(v) => v.iter().map(|&n| n.max(0) as usize).collect(),
-                    None => {
-                        let part = dim.div_ceil((*outputs).max(1));
-                        (0..*outputs)
-                            .map(|k| part.min(dim.saturating_sub(k * part)))
-                            .collect()
-                    }
-                };
-                if sizes.iter().sum::<usize>() != dim {
-                    return Err(step_err(i, s, "split sizes"));
-                }
-                let stv: Vec<isize> = crate::tts::cuda::tensor::strides(&x.shape)
-                    .iter()
-                    .map(|&v| v as isize)
-                    .collect();
-                let mut at = 0;
-                let mut outs = Vec::new();
-                for n in sizes {
-                    let mut shape = x.shape.clone();
-                    shape[a] = n;
-                    outs.push(self.view(&x, shape, at as isize * stv[a], &stv)?);
-                    at += n;
-                }
-                outs
-            }
+            Op::Split { axis, outputs } => self.split(i, s, slots, *axis, *outputs)?,
             Op::Expand => {
                 let x = self.in_dev(slots, s, 0)?;
                 let target: Vec<usize> = self
@@ -119,77 +84,138 @@ impl DeviceExecutor {
                     .collect();
                 vec![self.view(&x, shape, 0, &bs)?]
             }
-            Op::Concat { axis } => {
-                let mut ins = Vec::new();
-                for k in 0..s.inputs.len() {
-                    ins.push(self.in_dev(slots, s, k)?);
-                }
-                let first = ins.first().ok_or_else(|| step_err(i, s, "no inputs"))?;
-                let a = crate::tts::cuda::tensor::axis(*axis, first.shape.len()).map_err(e)?;
-                let mut shape = first.shape.clone();
-                shape[a] = ins.iter().map(|t| t.shape[a]).sum();
-                let out = memory::empty(st, first.dtype, shape.clone())?;
-                let ost: Vec<isize> = crate::tts::cuda::tensor::strides(&shape)
-                    .iter()
-                    .map(|&v| v as isize)
-                    .collect();
-                let f = self
-                    .f(&format!("place_{}", type_suffix(first.dtype)))?
-                    .clone();
-                let mut at = 0isize;
-                for t in &ins {
-                    let mut p = Params::new();
-                    p.push(t.len() as i64)
-                        .push(dims(&t.shape)?)
-                        .push(out.ptr())
-                        .push((at * ost[a]) as i64)
-                        .push(strides(&ost))
-                        .push(t.ptr());
-                    p.launch(&f, st, t.len())?;
-                    at += t.shape[a] as isize;
-                }
-                vec![out]
-            }
-            Op::Pad => {
-                let x = self.in_dev(slots, s, 0)?;
-                let pads = self.ints(slots, s, 1)?;
-                let fill = self
-                    .in_host(slots, s, 2)?
-                    .map(|t| t.scalar())
-                    .transpose()
-                    .map_err(e)?
-                    .unwrap_or(0.0);
-                let r = x.shape.len();
-                if pads.len() != 2 * r {
-                    return Err(step_err(i, s, "pads"));
-                }
-                let shape: Vec<usize> = (0..r)
-                    .map(|d| (x.shape[d] as i64 + pads[d] + pads[r + d]).max(0) as usize)
-                    .collect();
-                let out = memory::empty(st, x.dtype, shape.clone())?;
-                let mut lo = dims(&x.shape)?;
-                lo.d[..r].copy_from_slice(&pads[..r]);
-                let mut p = Params::new();
-                p.push(numel(&shape) as i64)
-                    .push(dims(&shape)?)
-                    .push(out.ptr())
-                    .push(x.ptr())
-                    .push(dims(&x.shape)?)
-                    .push(lo);
-                match x.dtype {
-                    DType::F32 => p.push(fill as f32),
-                    DType::I64 => p.push(fill as i64),
-                    DType::Bool => p.push(u8::from(fill != 0.0)),
-                };
-                p.launch(
-                    self.f(&format!("pad_{}", type_suffix(x.dtype)))?,
-                    st,
-                    numel(&shape),
-                )?;
-                vec![out]
-            }
+            Op::Concat { axis } => vec![self.concat(i, s, slots, *axis)?],
+            Op::Pad => vec![self.pad(i, s, slots)?],
             _ => return Ok(None),
         }))
+    }
+
+    /// Split: views of `x` along `axis`, by the sizes given or in equal parts.
+    fn split(
+        &mut self,
+        i: usize,
+        s: &Step,
+        slots: &mut Slots,
+        axis: i64,
+        outputs: usize,
+    ) -> Result<Vec<DevTensor>, GpuError> {
+        let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
+        let x = self.in_dev(slots, s, 0)?;
+        let sizes = self
+            .in_host(slots, s, 1)?
+            .map(|t| t.ints())
+            .transpose()
+            .map_err(e)?;
+        let a = crate::tts::cuda::tensor::axis(axis, x.shape.len()).map_err(e)?;
+        let dim = x.shape[a];
+        let sizes: Vec<usize> = match sizes {
+            Some(v) => v.iter().map(|&n| n.max(0) as usize).collect(),
+            None => {
+                let part = dim.div_ceil((outputs).max(1));
+                (0..outputs)
+                    .map(|k| part.min(dim.saturating_sub(k * part)))
+                    .collect()
+            }
+        };
+        if sizes.iter().sum::<usize>() != dim {
+            return Err(step_err(i, s, "split sizes"));
+        }
+        let stv: Vec<isize> = crate::tts::cuda::tensor::strides(&x.shape)
+            .iter()
+            .map(|&v| v as isize)
+            .collect();
+        let mut at = 0;
+        let mut outs = Vec::new();
+        for n in sizes {
+            let mut shape = x.shape.clone();
+            shape[a] = n;
+            outs.push(self.view(&x, shape, at as isize * stv[a], &stv)?);
+            at += n;
+        }
+        Ok(outs)
+    }
+
+    /// Concat: every input placed into one new tensor along `axis`.
+    fn concat(
+        &mut self,
+        i: usize,
+        s: &Step,
+        slots: &mut Slots,
+        axis: i64,
+    ) -> Result<DevTensor, GpuError> {
+        let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
+        let st = self.stream();
+        let mut ins = Vec::new();
+        for k in 0..s.inputs.len() {
+            ins.push(self.in_dev(slots, s, k)?);
+        }
+        let first = ins.first().ok_or_else(|| step_err(i, s, "no inputs"))?;
+        let a = crate::tts::cuda::tensor::axis(axis, first.shape.len()).map_err(e)?;
+        let mut shape = first.shape.clone();
+        shape[a] = ins.iter().map(|t| t.shape[a]).sum();
+        let out = memory::empty(st, first.dtype, shape.clone())?;
+        let ost: Vec<isize> = crate::tts::cuda::tensor::strides(&shape)
+            .iter()
+            .map(|&v| v as isize)
+            .collect();
+        let f = self
+            .f(&format!("place_{}", type_suffix(first.dtype)))?
+            .clone();
+        let mut at = 0isize;
+        for t in &ins {
+            let mut p = Params::new();
+            p.push(t.len() as i64)
+                .push(dims(&t.shape)?)
+                .push(out.ptr())
+                .push((at * ost[a]) as i64)
+                .push(strides(&ost))
+                .push(t.ptr());
+            p.launch(&f, st, t.len())?;
+            at += t.shape[a] as isize;
+        }
+        Ok(out)
+    }
+
+    /// Pad: a new tensor with `x` inside and the constant fill around it.
+    fn pad(&mut self, i: usize, s: &Step, slots: &mut Slots) -> Result<DevTensor, GpuError> {
+        let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
+        let st = self.stream();
+        let x = self.in_dev(slots, s, 0)?;
+        let pads = self.ints(slots, s, 1)?;
+        let fill = self
+            .in_host(slots, s, 2)?
+            .map(|t| t.scalar())
+            .transpose()
+            .map_err(e)?
+            .unwrap_or(0.0);
+        let r = x.shape.len();
+        if pads.len() != 2 * r {
+            return Err(step_err(i, s, "pads"));
+        }
+        let shape: Vec<usize> = (0..r)
+            .map(|d| (x.shape[d] as i64 + pads[d] + pads[r + d]).max(0) as usize)
+            .collect();
+        let out = memory::empty(st, x.dtype, shape.clone())?;
+        let mut lo = dims(&x.shape)?;
+        lo.d[..r].copy_from_slice(&pads[..r]);
+        let mut p = Params::new();
+        p.push(numel(&shape) as i64)
+            .push(dims(&shape)?)
+            .push(out.ptr())
+            .push(x.ptr())
+            .push(dims(&x.shape)?)
+            .push(lo);
+        match x.dtype {
+            DType::F32 => p.push(fill as f32),
+            DType::I64 => p.push(fill as i64),
+            DType::Bool => p.push(u8::from(fill != 0.0)),
+        };
+        p.launch(
+            self.f(&format!("pad_{}", type_suffix(x.dtype)))?,
+            st,
+            numel(&shape),
+        )?;
+        Ok(out)
     }
 
     /// A dense copy of the strided view `off + Σ c·vs` of `x`.
