@@ -1323,3 +1323,28 @@ fn bad_book_options_are_refused() {
     }
     assert_eq!(listing(dir.path()), before);
 }
+
+/// A segment's `say` is what the voice speaks (the same phrases, from the cache, as the text
+/// "Two") while its `text` is what the subtitles show.
+#[test]
+fn a_segments_say_is_spoken_and_its_text_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let printed = crate::util::write_script(
+        d,
+        "printed.json",
+        r#"{"segments":[{"text":"II","say":"Two"},{"text":"The end."}]}"#,
+    );
+    let spoken = crate::util::write_script(
+        d,
+        "spoken.json",
+        r#"{"segments":[{"text":"Two"},{"text":"The end."}]}"#,
+    );
+    let (a, b) = (d.join("printed.wav"), d.join("spoken.wav"));
+    render(d, &printed, &a, &["--subtitles", "srt"]);
+    let report = render(d, &spoken, &b, &[]);
+    assert_eq!(report["speech"]["synthesized"], 0, "{report}");
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let srt = std::fs::read_to_string(d.join("printed.srt")).unwrap();
+    assert!(srt.contains("\nII\n") && !srt.contains("Two"), "{srt}");
+}

@@ -222,6 +222,8 @@ struct TocEntry {
     fragment: Option<String>,
     title: String,
     level: usize,
+    /// Entries nested under this one follow it.
+    parent: bool,
 }
 
 /// Semantics that the landmarks or the guide give a file or an element in it.
@@ -291,6 +293,9 @@ pub fn read_epub_from(
 
     let (mut toc, mut marks) = read_nav(&mut ar, &package, opf_dir)?;
     let use_headings = toc.is_empty();
+    for i in 1..toc.len() {
+        toc[i - 1].parent = toc[i].level > toc[i - 1].level;
+    }
     toc.retain(|t| t.level <= usize::from(options.chapter_depth));
     marks.extend(package.guide.iter().map(|(kind, href)| {
         let kind = kind.strip_prefix("other.").unwrap_or(kind);
@@ -357,6 +362,7 @@ pub fn read_epub_from(
         })?;
         let inherited = chapter.clone();
         let targets: Vec<&TocEntry> = toc.iter().filter(|t| t.file == name).collect();
+        let parent = targets.iter().any(|t| t.fragment.is_none() && t.parent);
         let file_titles: Vec<&str> = targets
             .iter()
             .filter(|t| t.fragment.is_none())
@@ -401,8 +407,10 @@ pub fn read_epub_from(
             &mut skipped,
             &mut later,
         )?;
-        // A chapter that starts with this file but all of whose file was left out starts none.
-        if left_out && book.segments.len() == before {
+        // A chapter that starts with this file, all of which was left out, starts none; but a
+        // part whose title page was left out ("The Art of War", above its chapters) starts
+        // with what it holds.
+        if left_out && book.segments.len() == before && !parent {
             chapter = inherited;
         }
     }
@@ -488,11 +496,26 @@ impl Skipped {
                 Matter::Body => "--matter book or all keeps them",
                 _ => "--matter all keeps them",
             };
+            // Each name once, in order, with how many there were: "introduction (5)".
+            let mut names: Vec<(&str, usize)> = Vec::new();
+            for part in &self.parts {
+                match names.iter_mut().find(|(n, _)| n == part) {
+                    Some((_, count)) => *count += 1,
+                    None => names.push((part, 1)),
+                }
+            }
+            let names: Vec<String> = names
+                .iter()
+                .map(|(n, c)| match c {
+                    1 => (*n).to_owned(),
+                    c => format!("{n} ({c})"),
+                })
+                .collect();
             out.push(format!(
                 "{}: left out {} parts a listener would not want read: {} ({keep})",
                 path.display(),
                 self.parts.len(),
-                self.parts.join(", "),
+                names.join(", "),
             ));
         }
         if self.notes > 0 || self.markers > 0 {
@@ -769,6 +792,7 @@ impl Nesting {
             fragment,
             title: full,
             level,
+            parent: false,
         })
     }
 }
