@@ -65,7 +65,8 @@ pub enum NotesMode {
     /// Leave the notes out.
     #[default]
     Skip,
-    /// Read them after the rest of the book, as a chapter "Notes".
+    /// Read them after the rest of the book, as a chapter named as the book names them
+    /// ("Endnotes"), else "Notes".
     End,
 }
 
@@ -78,11 +79,12 @@ pub const MAX_CHAPTER_DEPTH: u8 = 6;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct BookOptions {
-    /// Which front and back matter of an EPUB is read: all, book (leaves out imprint, colophon,
-    /// copyright page, index, contents, lists, errata) or body (only what is marked body matter).
+    /// Which front and back matter of an EPUB is read, as the book's own markup names its parts
+    /// (a book without such markup is read whole: parts are never guessed by their titles).
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Matter::Book))]
     pub matter: Matter,
-    /// Footnotes and endnotes of an EPUB: skip them, or read them at the end of the book.
+    /// Footnotes and endnotes of an EPUB (note references, the superscript numbers, are never
+    /// read).
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = NotesMode::Skip))]
     pub notes: NotesMode,
     /// Chapter marks from the first N levels of the table of contents (or of the headings);
