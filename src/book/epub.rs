@@ -1445,6 +1445,122 @@ mod tests {
         assert!(e.message.contains("ZIP bomb"), "{e}");
     }
 
+    /// An EPUB 3 of `files` (name, body) in this spine order, with this nav document.
+    fn epub(files: &[(&str, &str)], nav: &str, options: &BookOptions) -> Book {
+        use std::io::Write;
+        let mut buf = std::io::Cursor::new(Vec::new());
+        {
+            let mut z = zip::ZipWriter::new(&mut buf);
+            let opts = zip::write::SimpleFileOptions::default();
+            let items: String = files
+                .iter()
+                .map(|(f, _)| {
+                    format!(r#"<item id="{f}" href="{f}" media-type="application/xhtml+xml"/>"#)
+                })
+                .collect();
+            let spine: String = files
+                .iter()
+                .map(|(f, _)| format!(r#"<itemref idref="{f}"/>"#))
+                .collect();
+            let mut put = |name: &str, text: &str| {
+                z.start_file(name, opts).unwrap();
+                z.write_all(text.as_bytes()).unwrap();
+            };
+            put(
+                "META-INF/container.xml",
+                r#"<container><rootfiles><rootfile full-path="content.opf"/></rootfiles></container>"#,
+            );
+            put(
+                "content.opf",
+                &format!(
+                    r#"<package version="3.0"><metadata><title>Book</title></metadata><manifest><item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>{items}</manifest><spine>{spine}</spine></package>"#
+                ),
+            );
+            put(
+                "nav.xhtml",
+                &format!(
+                    r#"<html xmlns:epub="http://www.idpf.org/2007/ops"><body><nav epub:type="toc">{nav}</nav></body></html>"#
+                ),
+            );
+            for (f, body) in files {
+                put(
+                    f,
+                    &format!(
+                        r#"<html xmlns:epub="http://www.idpf.org/2007/ops"><body>{body}</body></html>"#
+                    ),
+                );
+            }
+            z.finish().unwrap();
+        }
+        buf.set_position(0);
+        read_epub_from(Path::new("t.epub"), buf, options).unwrap()
+    }
+
+    fn chapters(b: &Book) -> Vec<(&str, &str)> {
+        b.segments
+            .iter()
+            .filter_map(|s| Some((s.chapter.as_deref()?, s.text.as_str())))
+            .collect()
+    }
+
+    /// A left-out file's chapter starts nowhere, unless entries are nested under it: then it
+    /// titles what it holds.
+    #[test]
+    fn chapters_of_left_out_files() {
+        let files = [
+            (
+                "imprint.xhtml",
+                r#"<section epub:type="imprint"><p>Made by us.</p></section>"#,
+            ),
+            (
+                "half.xhtml",
+                r#"<section epub:type="halftitlepage"><h2>Book One</h2></section>"#,
+            ),
+            ("c1.xhtml", "<p>First words.</p>"),
+        ];
+        let nav = r#"<ol><li><a href="imprint.xhtml">Imprint</a></li>
+            <li><a href="half.xhtml">Book One</a><ol><li><a href="c1.xhtml">Chapter 1</a></li></ol></li></ol>"#;
+        let deep = epub(&files, nav, &BookOptions::default());
+        assert_eq!(chapters(&deep), [("Book One: Chapter 1", "First words.")]);
+        let shallow = BookOptions {
+            chapter_depth: 1,
+            ..BookOptions::default()
+        };
+        assert_eq!(
+            chapters(&epub(&files, nav, &shallow)),
+            [("Book One", "First words.")]
+        );
+        let all = BookOptions {
+            matter: Matter::All,
+            ..BookOptions::default()
+        };
+        assert_eq!(
+            chapters(&epub(&files, nav, &all)),
+            [
+                ("Imprint", "Made by us."),
+                ("Book One", "Book One"),
+                ("Book One: Chapter 1", "First words.")
+            ]
+        );
+    }
+
+    /// HTML's own `type` (an ordered list's "I") is no semantics; DPUB-ARIA roles are.
+    #[test]
+    fn only_namespaced_types_and_roles_count() {
+        let files = [(
+            "c.xhtml",
+            r#"<ol type="I"><li>kept</li></ol><section role="doc-colophon"><p>gone</p></section>"#,
+        )];
+        let b = epub(&files, "", &BookOptions::default());
+        let texts: Vec<&str> = b.segments.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(texts, ["kept"]);
+        assert!(
+            b.notes.iter().any(|n| n.contains("colophon")),
+            "{:?}",
+            b.notes
+        );
+    }
+
     #[test]
     fn hrefs_resolve() {
         assert_eq!(
