@@ -113,15 +113,21 @@ impl Plan {
         for (si, segment) in script.segments.iter().enumerate() {
             let first_sentence = plan.sentences.len();
             let t = Instant::now();
-            let sentences: Vec<(String, String)> =
-                text::split_sentences(&segment.text, MAX_SENTENCE_CHARS)
+            // A segment with its own spoken form is shown whole while that form is spoken.
+            let pairs: Vec<(String, String)> = match &segment.say {
+                Some(say) => vec![(segment.text.clone(), text::normalize(say))],
+                None => text::split_sentences(&segment.text, MAX_SENTENCE_CHARS)
                     .into_iter()
                     .map(|raw| {
                         let normalized = text::normalize(&raw);
                         (raw, normalized)
                     })
-                    .filter(|(_, n)| text::is_speakable(n))
-                    .collect();
+                    .collect(),
+            };
+            let sentences: Vec<(String, String)> = pairs
+                .into_iter()
+                .filter(|(_, n)| text::is_speakable(n))
+                .collect();
             clock.add(Stage::Text, t.elapsed());
             for (raw, normalized) in sentences {
                 if cancel.load(Ordering::Relaxed) {

@@ -57,7 +57,7 @@ pub fn load_inputs(
         ffmpeg_path(&opts.output, "output", "choose an output name")?;
     }
     guard::regular_input(&opts.script, "script")?;
-    let (mut script, notes) = crate::book::load_script(&opts.script)?;
+    let (mut script, notes) = crate::book::load_script(&opts.script, &opts.extra.book)?;
     for message in notes {
         progress.event(Event::Warning { message });
     }

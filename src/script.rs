@@ -2,7 +2,7 @@
 //!
 //! Format v1 (documented in the README):
 //! `{"title"?, "author"?, "lexicon"? (object or path), "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
-//!   "segments": [{"text", "pause_ms"? (300), "chapter"?}, ...]}`.
+//!   "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?}, ...]}`.
 //! Validation is strict: unknown fields are refused with a "did you mean" hint, and every error
 //! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
 //! the first bad script instead of rendering nonsense.
@@ -43,7 +43,11 @@ pub struct Script {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Segment {
+    /// What the subtitles show, and what is spoken unless `say` is given.
     pub text: String,
+    /// What is spoken instead of `text`, when the printed form misleads a voice (a book's heading
+    /// "I" marked as a Roman ordinal is spoken "One" and still shown "I").
+    pub say: Option<String>,
     pub pause_ms: u32,
     pub chapter: Option<String>,
 }
@@ -145,7 +149,7 @@ struct Validator {
 const TOP_FIELDS: &[&str] = &[
     "title", "author", "lexicon", "voice", "speed", "fps", "size", "segments",
 ];
-const SEGMENT_FIELDS: &[&str] = &["text", "pause_ms", "chapter"];
+const SEGMENT_FIELDS: &[&str] = &["text", "say", "pause_ms", "chapter"];
 
 impl Validator {
     fn fail<T>(&mut self, at: &str, message: impl Into<String>) -> Option<T> {
@@ -345,6 +349,17 @@ impl Validator {
             if !crate::text::is_speakable(&text) {
                 return self.fail(&text_at, "has nothing a voice can say (no letters or digits); give it words or remove the segment");
             }
+            let say_at = format!("{at}.say");
+            let say = match obj.get("say") {
+                None => None,
+                Some(t) => Some(self.string(t, &say_at, MAX_TEXT_CHARS)?),
+            };
+            if say
+                .as_deref()
+                .is_some_and(|s| !crate::text::is_speakable(s))
+            {
+                return self.fail(&say_at, "has nothing a voice can say (no letters or digits); give it words or remove the field");
+            }
             let pause_ms = match obj.get("pause_ms") {
                 None => DEFAULT_PAUSE_MS,
                 Some(p) => self.integer(
@@ -360,6 +375,7 @@ impl Validator {
             };
             out.push(Segment {
                 text,
+                say,
                 pause_ms,
                 chapter,
             });
@@ -403,6 +419,9 @@ impl Script {
             .map(|s| {
                 let mut o = Map::new();
                 o.insert("text".into(), s.text.as_str().into());
+                if let Some(say) = &s.say {
+                    o.insert("say".into(), say.as_str().into());
+                }
                 if s.pause_ms != DEFAULT_PAUSE_MS {
                     o.insert("pause_ms".into(), s.pause_ms.into());
                 }
@@ -539,6 +558,11 @@ mod tests {
                 "voice",
                 "must not be empty",
             ),
+            (
+                r#"{"segments":[{"text":"I","say":"..."}]}"#,
+                "segments[0].say",
+                "nothing a voice can say",
+            ),
         ];
         for (text, at, msg) in cases {
             let e = err(text);
@@ -551,9 +575,10 @@ mod tests {
     fn to_json_round_trips() {
         let s = Script::parse(
             r#"{"title":"T","author":"A","lexicon":{"Nguyen":"win"},"speed":1.5,"fps":30,"size":[64,64],
-                "segments":[{"text":"One.","pause_ms":0,"chapter":"Intro"},{"text":"Two."}]}"#,
+                "segments":[{"text":"One.","pause_ms":0,"chapter":"Intro"},{"text":"II","say":"Two"}]}"#,
         )
         .unwrap();
+        assert_eq!(s.segments[1].say.as_deref(), Some("Two"));
         let again = Script::parse(&s.to_json().to_string()).unwrap();
         assert_eq!(again, s);
         assert_eq!(s.author.as_deref(), Some("A"));

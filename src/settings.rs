@@ -288,6 +288,8 @@ pub struct ExtraOptions {
     pub subtitles: Option<SubtitleFormat>,
     /// `--lexicon` files, applied after the script's own lexicon (later entries win).
     pub lexicons: Vec<PathBuf>,
+    /// `--matter`, `--notes`, `--chapter-depth`: how a book is read (a job reads the defaults).
+    pub book: crate::book::BookOptions,
 }
 
 /// One render: its inputs and output, its settings, and what the process lends it.

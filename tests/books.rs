@@ -203,7 +203,11 @@ fn epub2_ncx_gives_nested_chapters() {
     let dir = tempfile::tempdir().unwrap();
     let book = epub(dir.path(), "old.epub", "2.0", false);
     let s = segments(&converted(dir.path(), &book));
-    assert_eq!(chapters(&s), ["NCX One", "NCX Part", "NCX Morning"]);
+    // A nested entry's title carries its parent's.
+    assert_eq!(
+        chapters(&s),
+        ["NCX One", "NCX Part", "NCX Part: NCX Morning"]
+    );
     assert_eq!(
         s[3],
         (
@@ -211,7 +215,10 @@ fn epub2_ncx_gives_nested_chapters() {
             Some("NCX Part".into())
         )
     );
-    assert_eq!(s[4], ("Morning".into(), Some("NCX Morning".into())));
+    assert_eq!(
+        s[4],
+        ("Morning".into(), Some("NCX Part: NCX Morning".into()))
+    );
 }
 
 #[test]
@@ -784,4 +791,560 @@ fn a_large_lexicon_loads_and_a_repeated_word_is_refused() {
         err.contains("twice.json: Nguyen: is given twice (the second at line 2"),
         "{err}"
     );
+}
+
+/// A story collection marked up as Standard Ebooks mark theirs (EPUB 3 semantics, our own short
+/// text): title page, imprint, two stories (the first in parts headed by Roman ordinals), a
+/// chapter "XIV", endnotes, colophon and copyright page.
+mod se {
+    pub const HEAD: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" epub:prefix="z3998: http://www.daisy.org/z3998/2012/vocab/structure/, se: https://standardebooks.org/vocab/1.0" xml:lang="en-GB">
+	<head>
+		<title>Part</title>
+		<link href="../css/core.css" rel="stylesheet" type="text/css"/>
+	</head>
+"#;
+
+    pub const TITLEPAGE: &str = r#"	<body epub:type="frontmatter">
+		<section id="titlepage" epub:type="titlepage">
+			<h1 epub:type="title">Tales of the Harbour</h1>
+			<p>By <b epub:type="z3998:personal-name z3998:author">Ada Writer</b>.</p>
+			<img alt="" src="../images/titlepage.svg" epub:type="se:image.color-depth.black-on-transparent"/>
+		</section>
+	</body>
+</html>"#;
+
+    pub const IMPRINT: &str = r#"	<body epub:type="frontmatter">
+		<section id="imprint" epub:type="imprint">
+			<header>
+				<h2 epub:type="title">Imprint</h2>
+			</header>
+			<p>This ebook was made by volunteers of a harbour press.</p>
+		</section>
+	</body>
+</html>"#;
+
+    /// Word joiners around em dashes, a no-break space after titles, a soft hyphen, small caps,
+    /// `<abbr>`, period money and a year, a note reference.
+    pub const STORY1: &str = "	<body epub:type=\"bodymatter z3998:fiction\">
+		<article id=\"the-lamp\" epub:type=\"se:short-story\">
+			<h2 epub:type=\"title\">The Lamp at the Quay</h2>
+			<section id=\"the-lamp-1\" epub:type=\"chapter\">
+				<h3 epub:type=\"ordinal z3998:roman\">I</h3>
+				<p>It was <abbr epub:type=\"z3998:name-title\">Mr.</abbr>\u{a0}Pell\u{2060}\u{2014}the lamp\u{2060}\u{2014}keeper who paid \u{a3}1000 in <time datetime=\"1888\">1888</time> for the light at <abbr>St.</abbr>\u{a0}Anne\u{2019}s, a non\u{ad}descript tower.<a href=\"endnotes.xhtml#note-1\" id=\"noteref-1\" epub:type=\"noteref\">1</a></p>
+				<p>He read it in <span class=\"small-caps\">The Harbour Gazette</span>.</p>
+			</section>
+			<section id=\"the-lamp-2\" epub:type=\"chapter\">
+				<h3 epub:type=\"ordinal z3998:roman\">II</h3>
+				<p>The light burned all winter.</p>
+			</section>
+		</article>
+	</body>
+</html>";
+
+    pub const STORY2: &str = r#"	<body epub:type="bodymatter z3998:fiction">
+		<section id="chapter-14" epub:type="chapter">
+			<h2 epub:type="title"><span epub:type="label">Chapter</span> <span epub:type="ordinal z3998:roman">XIV</span></h2>
+			<p>The boats came home.</p>
+		</section>
+	</body>
+</html>"#;
+
+    pub const ENDNOTES: &str = r#"	<body epub:type="backmatter z3998:fiction">
+		<section id="endnotes" epub:type="endnotes">
+			<h2 epub:type="title">Endnotes</h2>
+			<ol>
+				<li id="note-1" epub:type="endnote">
+					<p>A lamp of the old kind. <a href="story1.xhtml#noteref-1" epub:type="backlink">↩</a></p>
+				</li>
+			</ol>
+		</section>
+	</body>
+</html>"#;
+
+    pub const COLOPHON: &str = r#"	<body epub:type="backmatter">
+		<section id="colophon" epub:type="colophon">
+			<header>
+				<h2 epub:type="title">Colophon</h2>
+			</header>
+			<p>Set in a harbour typeface.</p>
+		</section>
+	</body>
+</html>"#;
+
+    pub const UNCOPYRIGHT: &str = r#"	<body epub:type="backmatter">
+		<section id="uncopyright" epub:type="copyright-page">
+			<h2 epub:type="title">Uncopyright</h2>
+			<p>This text belongs to everyone.</p>
+		</section>
+	</body>
+</html>"#;
+
+    pub const TOC: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" epub:prefix="z3998: http://www.daisy.org/z3998/2012/vocab/structure/, se: https://standardebooks.org/vocab/1.0" xml:lang="en-GB">
+	<head>
+		<title>Table of Contents</title>
+	</head>
+	<body epub:type="frontmatter">
+		<nav id="toc" epub:type="toc">
+			<h2 epub:type="title">Table of Contents</h2>
+			<ol>
+				<li>
+					<a href="text/titlepage.xhtml">Titlepage</a>
+				</li>
+				<li>
+					<a href="text/imprint.xhtml">Imprint</a>
+				</li>
+				<li>
+					<a href="text/story1.xhtml">The Lamp at the Quay</a>
+					<ol>
+						<li>
+							<a href="text/story1.xhtml#the-lamp-1" epub:type="z3998:roman">I</a>
+						</li>
+						<li>
+							<a href="text/story1.xhtml#the-lamp-2" epub:type="z3998:roman">II</a>
+						</li>
+					</ol>
+				</li>
+				<li>
+					<a href="text/story2.xhtml">Chapter XIV</a>
+				</li>
+				<li>
+					<a href="text/endnotes.xhtml">Endnotes</a>
+				</li>
+				<li>
+					<a href="text/colophon.xhtml">Colophon</a>
+				</li>
+				<li>
+					<a href="text/uncopyright.xhtml">Uncopyright</a>
+				</li>
+			</ol>
+		</nav>
+		<nav id="landmarks" epub:type="landmarks">
+			<h2 epub:type="title">Landmarks</h2>
+			<ol>
+				<li>
+					<a href="text/story1.xhtml" epub:type="bodymatter z3998:fiction">Tales of the Harbour</a>
+				</li>
+				<li>
+					<a href="text/endnotes.xhtml" epub:type="backmatter endnotes">Endnotes</a>
+				</li>
+			</ol>
+		</nav>
+	</body>
+</html>"#;
+
+    pub const FILES: &[&str] = &[
+        "titlepage",
+        "imprint",
+        "story1",
+        "story2",
+        "endnotes",
+        "colophon",
+        "uncopyright",
+    ];
+
+    pub fn opf() -> String {
+        let items: String = FILES
+            .iter()
+            .map(|f| format!(r#"<item href="text/{f}.xhtml" id="{f}.xhtml" media-type="application/xhtml+xml"/>"#))
+            .collect();
+        let spine: String = FILES
+            .iter()
+            .map(|f| format!(r#"<itemref idref="{f}.xhtml"/>"#))
+            .collect();
+        format!(
+            r#"<?xml version="1.0" encoding="utf-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" dir="ltr" prefix="se: https://standardebooks.org/vocab/1.0" unique-identifier="uid" version="3.0" xml:lang="en-GB">
+	<metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+		<dc:identifier id="uid">url:https://example.org/tales</dc:identifier>
+		<dc:title id="title">Tales of the Harbour</dc:title>
+		<dc:creator id="author">Ada Writer</dc:creator>
+	</metadata>
+	<manifest>
+		<item href="toc.xhtml" id="toc.xhtml" media-type="application/xhtml+xml" properties="nav"/>
+		<item href="images/titlepage.svg" id="titlepage.svg" media-type="image/svg+xml"/>
+		{items}
+	</manifest>
+	<spine>{spine}</spine>
+</package>"#
+        )
+    }
+}
+
+/// The Standard Ebooks-like book as an EPUB (`mimetype` stored first, as `scripts/real-books`
+/// zips a real one).
+fn se_epub(dir: &Path) -> PathBuf {
+    let p = dir.join("tales.epub");
+    let opf = se::opf();
+    let pages: Vec<(String, String)> = [
+        se::TITLEPAGE,
+        se::IMPRINT,
+        se::STORY1,
+        se::STORY2,
+        se::ENDNOTES,
+        se::COLOPHON,
+        se::UNCOPYRIGHT,
+    ]
+    .iter()
+    .zip(se::FILES)
+    .map(|(body, f)| {
+        (
+            format!("epub/text/{f}.xhtml"),
+            format!("{}{body}", se::HEAD),
+        )
+    })
+    .collect();
+    let container = CONTAINER.replace("OEBPS/content.opf", "epub/content.opf");
+    let mut entries: Vec<(&str, &[u8])> = vec![
+        ("mimetype", b"application/epub+zip"),
+        ("META-INF/container.xml", container.as_bytes()),
+        ("epub/content.opf", opf.as_bytes()),
+        ("epub/toc.xhtml", se::TOC.as_bytes()),
+        (
+            "epub/images/titlepage.svg",
+            b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
+        ),
+    ];
+    entries.extend(pages.iter().map(|(n, t)| (n.as_str(), t.as_bytes())));
+    zip_file(&p, &entries);
+    p
+}
+
+fn convert_with(dir: &Path, input: &Path, out: &str, args: &[&str]) -> (Output, serde_json::Value) {
+    let out = dir.join(out);
+    let o = talker(dir)
+        .args(["script", "convert"])
+        .arg(input)
+        .arg("-o")
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    let script = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    (o, script)
+}
+
+/// (text, say) of the segments that have a spoken form of their own.
+fn said(script: &serde_json::Value) -> Vec<(String, String)> {
+    script["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s["text"].as_str()?.to_owned(),
+                s["say"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn real_book_markup_leaves_out_imprint_colophon_copyright_and_notes_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = se_epub(dir.path());
+    let (o, script) = convert_with(dir.path(), &book, "default.json", &[]);
+    let s = segments(&script);
+    assert_eq!(
+        chapters(&s),
+        [
+            "Tales of the Harbour",
+            "The Lamp at the Quay",
+            "The Lamp at the Quay: I",
+            "The Lamp at the Quay: II",
+            "Chapter XIV",
+        ]
+    );
+    let texts: Vec<&str> = s.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(texts[0], "Tales of the Harbour, by Ada Writer");
+    let all = texts.join(" | ");
+    for gone in [
+        "volunteers",
+        "typeface",
+        "belongs to everyone",
+        "old kind",
+        "↩",
+    ] {
+        assert!(!all.contains(gone), "{gone} in {all}");
+    }
+    // The note reference "1" is not read after "tower.".
+    assert!(all.contains("descript tower. |"), "{all}");
+    // Headings marked as Roman ordinals are spoken as numbers, shown as printed.
+    assert_eq!(
+        said(&script),
+        [
+            ("I".to_owned(), "One".to_owned()),
+            ("II".to_owned(), "Two".to_owned()),
+            ("Chapter XIV".to_owned(), "Chapter Fourteen".to_owned()),
+        ]
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("left out 3 parts a listener would not want read: imprint, colophon, copyright page (--matter all keeps them)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("1 notes or note sections left out (--notes end reads them at the end); 1 note references not read"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn matter_and_notes_options_choose_what_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = se_epub(dir.path());
+    let (_, all) = convert_with(
+        dir.path(),
+        &book,
+        "all.json",
+        &["--matter", "all", "--notes", "end"],
+    );
+    let s = segments(&all);
+    assert_eq!(
+        chapters(&s),
+        [
+            "Tales of the Harbour",
+            "Imprint",
+            "The Lamp at the Quay",
+            "The Lamp at the Quay: I",
+            "The Lamp at the Quay: II",
+            "Chapter XIV",
+            "Colophon",
+            "Uncopyright",
+            "Endnotes",
+        ]
+    );
+    let last = &s[s.len() - 1].0;
+    assert_eq!(last, "A lamp of the old kind.");
+
+    let (o, body) = convert_with(dir.path(), &book, "body.json", &["--matter", "body"]);
+    let s = segments(&body);
+    assert_eq!(s[0].0, "The Lamp at the Quay");
+    assert_eq!(
+        chapters(&s),
+        [
+            "The Lamp at the Quay",
+            "The Lamp at the Quay: I",
+            "The Lamp at the Quay: II",
+            "Chapter XIV",
+        ]
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("left out 4 parts a listener would not want read: title page, imprint, colophon, copyright page (--matter book or all keeps them)"),
+        "{stderr}"
+    );
+
+    let (_, shallow) = convert_with(dir.path(), &book, "depth1.json", &["--chapter-depth", "1"]);
+    assert_eq!(
+        chapters(&segments(&shallow)),
+        [
+            "Tales of the Harbour",
+            "The Lamp at the Quay",
+            "Chapter XIV"
+        ]
+    );
+}
+
+/// The real book's paragraph as a voice hears it: word joiners, soft hyphens and no-break spaces
+/// gone, em dashes a pause, titles and money and years in words, the note reference not read.
+#[test]
+fn real_book_characters_are_read_as_a_narrator_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = se_epub(dir.path());
+    let (_, script) = convert_with(dir.path(), &book, "chars.json", &[]);
+    let s = segments(&script);
+    let para = &s.iter().find(|(t, _)| t.starts_with("It was")).unwrap().0;
+    // Printed as the book prints it (subtitles), but for the note reference; no-break spaces
+    // are spaces, as every whitespace run is.
+    assert_eq!(
+        para,
+        "It was Mr. Pell\u{2060}\u{2014}the lamp\u{2060}\u{2014}keeper who paid \u{a3}1000 in 1888 for the light at St. Anne\u{2019}s, a non\u{ad}descript tower."
+    );
+    let spoken = talker::text::normalize(para);
+    assert_eq!(
+        spoken,
+        "It was Mister Pell, the lamp, keeper who paid one thousand pounds in eighteen eighty-eight for the light at Saint Anne's, a nondescript tower.",
+    );
+    let small_caps = &s.iter().find(|(t, _)| t.starts_with("He read")).unwrap().0;
+    assert_eq!(small_caps, "He read it in The Harbour Gazette.");
+}
+
+/// An EPUB 2 book: `<guide>` types leave out the contents and the copyright page; the same book
+/// without a guide has nothing left out (titles such as "Copyright" are never guessed at), and
+/// its bare "I", "II" headings, in sequence, are spoken as numbers.
+#[test]
+fn epub2_guide_types_are_left_out_and_a_book_without_semantics_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = |body: &str| {
+        format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>p</title></head><body>{body}</body></html>"#
+        )
+    };
+    let files = [
+        (
+            "contents",
+            page("<h1>Contents</h1><p>I. The storm. II. The calm.</p>"),
+        ),
+        (
+            "copyright",
+            page("<h1>Copyright</h1><p>All rights kept by the author.</p>"),
+        ),
+        ("one", page("<h2>I</h2><p>The storm came.</p>")),
+        ("two", page("<h2>II</h2><p>The storm passed.</p>")),
+    ];
+    let ncx = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" version="2005-1"><navMap>
+<navPoint id="a"><navLabel><text>Contents</text></navLabel><content src="contents.xhtml"/></navPoint>
+<navPoint id="b"><navLabel><text>Copyright</text></navLabel><content src="copyright.xhtml"/></navPoint>
+<navPoint id="c"><navLabel><text>I</text></navLabel><content src="one.xhtml"/></navPoint>
+<navPoint id="d"><navLabel><text>II</text></navLabel><content src="two.xhtml"/></navPoint>
+</navMap></ncx>"#;
+    let build = |name: &str, guide: &str| {
+        let items: String = files
+            .iter()
+            .map(|(f, _)| {
+                format!(r#"<item id="{f}" href="{f}.xhtml" media-type="application/xhtml+xml"/>"#)
+            })
+            .collect();
+        let spine: String = files
+            .iter()
+            .map(|(f, _)| format!(r#"<itemref idref="{f}"/>"#))
+            .collect();
+        let opf = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="2.0" unique-identifier="id">
+<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Old Book</dc:title><dc:identifier id="id">x</dc:identifier></metadata>
+<manifest><item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>{items}</manifest>
+<spine toc="ncx">{spine}</spine>{guide}</package>"#
+        );
+        let p = dir.path().join(name);
+        let mut entries: Vec<(String, Vec<u8>)> = vec![
+            ("mimetype".into(), b"application/epub+zip".to_vec()),
+            ("META-INF/container.xml".into(), CONTAINER.into()),
+            ("OEBPS/content.opf".into(), opf.into_bytes()),
+            ("OEBPS/toc.ncx".into(), ncx.into()),
+        ];
+        entries.extend(
+            files
+                .iter()
+                .map(|(f, t)| (format!("OEBPS/{f}.xhtml"), t.clone().into_bytes())),
+        );
+        let refs: Vec<(&str, &[u8])> = entries
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .collect();
+        zip_file(&p, &refs);
+        p
+    };
+    let guided = build(
+        "guided.epub",
+        r#"<guide><reference type="toc" title="Contents" href="contents.xhtml"/>
+<reference type="copyright-page" title="Copyright" href="copyright.xhtml"/>
+<reference type="text" title="Start" href="one.xhtml"/></guide>"#,
+    );
+    let (o, script) = convert_with(dir.path(), &guided, "guided.json", &[]);
+    let s = segments(&script);
+    assert_eq!(chapters(&s), ["I", "II"]);
+    assert_eq!(s[0].0, "I");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "left out 2 parts a listener would not want read: table of contents, copyright page"
+        ),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        said(&script),
+        [
+            ("I".to_owned(), "One".to_owned()),
+            ("II".to_owned(), "Two".to_owned())
+        ]
+    );
+
+    let plain = build("plain.epub", "");
+    let (o, script) = convert_with(dir.path(), &plain, "plain.json", &["--matter", "body"]);
+    let s = segments(&script);
+    assert_eq!(chapters(&s), ["Contents", "Copyright", "I", "II"]);
+    assert!(s.iter().any(|(t, _)| t == "All rights kept by the author."));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("left out"));
+    assert_eq!(said(&script).len(), 2, "{script}");
+}
+
+/// `render` reads a book as `script convert` does: the M4B's chapters are the script's.
+#[test]
+fn render_and_convert_give_the_same_chapters() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = se_epub(dir.path());
+    let (_, script) = convert_with(dir.path(), &book, "tales.json", &["--chapter-depth", "2"]);
+    let converted = segments(&script);
+    let out = dir.path().join("tales.m4b");
+    render(dir.path(), &book, &out, &[]);
+    let rendered: Vec<String> = chapter_list(&probe(&out))
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    assert_eq!(rendered, chapters(&converted));
+    assert_eq!(rendered[2], "The Lamp at the Quay: I");
+}
+
+/// Bad values of the book options: exit 2 naming the option, before any work, on both commands.
+#[test]
+fn bad_book_options_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = se_epub(dir.path());
+    let before = listing(dir.path());
+    for command in [&["script", "convert"][..], &["render"][..]] {
+        for (flag, value) in [
+            ("--matter", "front"),
+            ("--notes", "footnotes"),
+            ("--chapter-depth", "0"),
+            ("--chapter-depth", "7"),
+            ("--chapter-depth", "two"),
+        ] {
+            let o = talker(dir.path())
+                .args(command)
+                .arg(&book)
+                .args(["-o", "out.json", flag, value])
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "{command:?} {flag} {value}: {stderr}"
+            );
+            assert!(stderr.contains(flag) && stderr.contains(value), "{stderr}");
+        }
+    }
+    assert_eq!(listing(dir.path()), before);
+}
+
+/// A segment's `say` is what the voice speaks (the same phrases, from the cache, as the text
+/// "Two") while its `text` is what the subtitles show.
+#[test]
+fn a_segments_say_is_spoken_and_its_text_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let printed = crate::util::write_script(
+        d,
+        "printed.json",
+        r#"{"segments":[{"text":"II","say":"Two"},{"text":"The end."}]}"#,
+    );
+    let spoken = crate::util::write_script(
+        d,
+        "spoken.json",
+        r#"{"segments":[{"text":"Two"},{"text":"The end."}]}"#,
+    );
+    let (a, b) = (d.join("printed.wav"), d.join("spoken.wav"));
+    render(d, &printed, &a, &["--subtitles", "srt"]);
+    let report = render(d, &spoken, &b, &[]);
+    assert_eq!(report["speech"]["synthesized"], 0, "{report}");
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let srt = std::fs::read_to_string(d.join("printed.srt")).unwrap();
+    assert!(srt.contains("\nII\n") && !srt.contains("Two"), "{srt}");
 }

@@ -14,10 +14,15 @@ use talker::script::Script;
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz.epub");
-    match read_epub_from(path, Cursor::new(data)) {
+    match read_epub_from(
+        path,
+        Cursor::new(data),
+        &talker::book::BookOptions::default(),
+    ) {
         Ok(book) => {
             if let Ok(script) = book.into_script(path) {
-                let again = Script::parse(&script.to_json().to_string()).expect("converted JSON parses");
+                let again =
+                    Script::parse(&script.to_json().to_string()).expect("converted JSON parses");
                 assert_eq!(again, script);
             }
         }

@@ -15,8 +15,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let path = Path::new("fuzz.md");
-    let book = read_markdown(path, text).expect("Markdown always parses");
-    assert!(book.segments.iter().all(|s| talker::text::is_speakable(&s.text)));
+    let book = read_markdown(path, text, &talker::book::BookOptions::default())
+        .expect("Markdown always parses");
+    assert!(
+        book.segments
+            .iter()
+            .all(|s| talker::text::is_speakable(&s.text))
+    );
     if let Ok(script) = book.into_script(path) {
         let again = Script::parse(&script.to_json().to_string()).expect("converted JSON parses");
         assert_eq!(again, script);

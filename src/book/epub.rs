@@ -5,9 +5,19 @@
 //!   becomes a segment.
 //! - Chapters start where the EPUB 3 nav document (`<nav epub:type="toc">`), else the EPUB 2 NCX,
 //!   points (a file, or an element id inside it), titled as the table of contents says; nested
-//!   entries are flattened in reading order, and entries that start at the same paragraph are
+//!   entries carry their parents' titles ("A Scandal in Bohemia: I") and only the first
+//!   `--chapter-depth` levels start chapters; entries that start at the same paragraph are
 //!   joined ("Part One: The Storm"). A book without a table of contents gets its chapters from
-//!   its `h1`/`h2` headings. Headings are read aloud either way.
+//!   its headings (`h1`/`h2` by default). Headings are read aloud either way; one marked as a
+//!   Roman ordinal (`epub:type="z3998:roman"`, in it or on it) is spoken as the number
+//!   ("Chapter XIV" → "Chapter Fourteen") and still shown as printed.
+//! - Front and back matter, by the book's own semantics: `epub:type` (and DPUB-ARIA `role`) on
+//!   any element, the nav's landmarks and the EPUB 2 `<guide>`. `--matter book` leaves out
+//!   [`NOT_READ`] (imprint, colophon, copyright page, index, ...), `body` also what is marked front
+//!   or back matter or comes before the landmarks' `bodymatter`, `all` nothing; the title page is
+//!   announced "Title, by Author". Note references (`noteref`) and backlinks are never read;
+//!   footnotes and endnotes are left out, or read at the end with `--notes end`. A book without
+//!   such markup has nothing left out: parts are never guessed by their titles.
 //! - `dc:title` and the first `dc:creator` become the output's title and author.
 //! - Not prose, skipped and counted in a note: images and SVG, scripts and styles, the nav
 //!   document and non-XHTML spine items, `linear="no"` items (covers, notes).
@@ -28,7 +38,7 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
 use zip::ZipArchive;
 
-use super::{Book, HEADING_PAUSE_MS, MAX_TEXT_BYTES, fail};
+use super::{Book, BookOptions, MAX_TEXT_BYTES, Matter, NotesMode, fail};
 use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
 
 /// Most bytes decompressed from one book, whatever its entries declare.
@@ -66,6 +76,59 @@ const BLOCKS: &[&str] = &[
     "body",
     "hr",
 ];
+/// Semantics `--matter book` leaves out: what a listener does not want read.
+const NOT_READ: &[&str] = &[
+    "imprint",
+    "colophon",
+    "copyright-page",
+    "index",
+    "toc",
+    "landmarks",
+    "page-list",
+    "loi",
+    "lot",
+    "loa",
+    "lov",
+    "errata",
+    "halftitlepage",
+];
+/// Semantics `--matter body` leaves out besides [`NOT_READ`]: the book's own front and back
+/// matter ([`MATTER`] says only where a part is, these what it is). Epigraphs and prologues are
+/// not here: books put them in the body too.
+const FRONT_AND_BACK: &[&str] = &[
+    "titlepage",
+    "dedication",
+    "foreword",
+    "preface",
+    "introduction",
+    "afterword",
+    "appendix",
+    "acknowledgments",
+    "bibliography",
+    "glossary",
+    "contributors",
+    "other-credits",
+];
+const MATTER: &[&str] = &["frontmatter", "backmatter"];
+/// Footnotes and endnotes, as sections or one by one.
+const NOTES: &[&str] = &[
+    "endnotes",
+    "footnotes",
+    "rearnotes",
+    "endnote",
+    "footnote",
+    "rearnote",
+];
+/// Never read: the "1" of a note reference and the "↩" back to it.
+const MARKERS: &[&str] = &["noteref", "backlink"];
+/// EPUB 2 `<guide>` reference types that name the same things differently.
+const GUIDE_TYPES: &[(&str, &str)] = &[
+    ("title-page", "titlepage"),
+    ("text", "bodymatter"),
+    ("notes", "endnotes"),
+    ("acknowledgements", "acknowledgments"),
+];
+
 /// Elements whose whole content is not prose.
 const SKIPPED: &[&str] = &[
     "script", "style", "nav", "head", "svg", "math", "noscript", "template", "object", "video",
@@ -152,14 +215,25 @@ struct Item {
     properties: String,
 }
 
-/// A table-of-contents entry: a file, maybe an element id in it, and its title.
+/// A table-of-contents entry: a file, maybe an element id in it, its title (with its parents')
+/// and its level (1: top).
 struct TocEntry {
     file: String,
     fragment: Option<String>,
     title: String,
+    level: usize,
+    /// Entries nested under this one follow it.
+    parent: bool,
 }
 
-pub fn read_epub(path: &Path) -> Result<Book, ScriptError> {
+/// Semantics that the landmarks or the guide give a file or an element in it.
+struct Mark {
+    file: String,
+    fragment: Option<String>,
+    types: Vec<String>,
+}
+
+pub fn read_epub(path: &Path, options: &BookOptions) -> Result<Book, ScriptError> {
     let file = File::open(path).map_err(|e| fail(path, "", &format!("cannot open: {e}")))?;
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return Err(fail(
@@ -168,11 +242,15 @@ pub fn read_epub(path: &Path) -> Result<Book, ScriptError> {
             "is not a regular file (a directory or a device); give the path of an .epub",
         ));
     }
-    read_epub_from(path, file)
+    read_epub_from(path, file, options)
 }
 
 /// As [`read_epub`], from any seekable bytes; `path` only names the book in messages.
-pub fn read_epub_from(path: &Path, data: impl Read + Seek) -> Result<Book, ScriptError> {
+pub fn read_epub_from(
+    path: &Path,
+    data: impl Read + Seek,
+    options: &BookOptions,
+) -> Result<Book, ScriptError> {
     let zip = ZipArchive::new(data).map_err(|e| {
         fail(
             path,
@@ -213,14 +291,44 @@ pub fn read_epub_from(path: &Path, data: impl Read + Seek) -> Result<Book, Scrip
     let package = parse_opf(path, &opf_path, &opf)?;
     let opf_dir = parent(&opf_path);
 
-    let toc = read_toc(&mut ar, &package, opf_dir)?;
+    let (mut toc, mut marks) = read_nav(&mut ar, &package, opf_dir)?;
+    let use_headings = toc.is_empty();
+    for i in 1..toc.len() {
+        toc[i - 1].parent = toc[i].level > toc[i - 1].level;
+    }
+    toc.retain(|t| t.level <= usize::from(options.chapter_depth));
+    marks.extend(package.guide.iter().map(|(kind, href)| {
+        let kind = kind.strip_prefix("other.").unwrap_or(kind);
+        let kind = GUIDE_TYPES
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(kind, |(_, t)| *t);
+        let (file, fragment) = resolve(opf_dir, href);
+        Mark {
+            file,
+            fragment,
+            types: vec![kind.to_owned()],
+        }
+    }));
+    // Where `--matter body` starts reading: the landmarks' (or guide's) body matter.
+    let body_start = marks
+        .iter()
+        .find(|m| m.types.iter().any(|t| t == "bodymatter"))
+        .and_then(|m| {
+            package.spine.iter().position(|(idref, _)| {
+                package
+                    .manifest
+                    .get(idref)
+                    .is_some_and(|i| resolve(opf_dir, &i.href).0 == m.file)
+            })
+        });
     let mut book = Book {
         title: package.title.clone(),
         author: package.author.clone(),
         ..Book::default()
     };
     let mut skipped = Skipped::default();
-    let use_headings = toc.is_empty();
+    let mut later = Later::default();
     let mut chapter: Option<String> = None;
     for (i, (idref, linear)) in package.spine.iter().enumerate() {
         let at = format!("{opf_path}: spine itemref {} (idref \"{idref}\")", i + 1);
@@ -252,9 +360,16 @@ pub fn read_epub_from(path: &Path, data: impl Read + Seek) -> Result<Book, Scrip
                 &format!("is in the spine ({at}) but does not exist in the archive"),
             )
         })?;
+        let inherited = chapter.clone();
         let targets: Vec<&TocEntry> = toc.iter().filter(|t| t.file == name).collect();
-        for t in targets.iter().filter(|t| t.fragment.is_none()) {
-            start_chapter(&mut chapter, &t.title);
+        let parent = targets.iter().any(|t| t.fragment.is_none() && t.parent);
+        let file_titles: Vec<&str> = targets
+            .iter()
+            .filter(|t| t.fragment.is_none())
+            .map(|t| t.title.as_str())
+            .collect();
+        for t in &file_titles {
+            start_chapter(&mut chapter, t);
         }
         let mut ids: HashMap<&str, Vec<&str>> = HashMap::new();
         for t in &targets {
@@ -262,29 +377,77 @@ pub fn read_epub_from(path: &Path, data: impl Read + Seek) -> Result<Book, Scrip
                 ids.entry(f.as_str()).or_default().push(&t.title);
             }
         }
+        let mut types: HashMap<&str, Vec<&str>> = HashMap::new();
+        for m in marks.iter().filter(|m| m.file == name) {
+            let key = m.fragment.as_deref().unwrap_or("");
+            types
+                .entry(key)
+                .or_default()
+                .extend(m.types.iter().map(String::as_str));
+        }
         let ctx = XhtmlContext {
             path,
             name: &name,
             ids: &ids,
+            types: &types,
+            options,
             use_headings,
+            file_title: file_titles.last().copied(),
+            title: book.title.clone(),
+            author: book.author.clone(),
+            item_start: book.segments.len(),
+            before_body: options.matter == Matter::Body && body_start.is_some_and(|b| i < b),
         };
-        read_xhtml(&ctx, &text, &mut book, &mut chapter, &mut skipped)?;
+        let before = book.segments.len();
+        let left_out = read_xhtml(
+            &ctx,
+            &text,
+            &mut book,
+            &mut chapter,
+            &mut skipped,
+            &mut later,
+        )?;
+        // A chapter that starts with this file, all of which was left out, starts none; but a
+        // part whose title page was left out ("The Art of War", above its chapters) starts
+        // with what it holds.
+        if left_out && book.segments.len() == before && !parent {
+            chapter = inherited;
+        }
     }
+    if let Some(first) = later.book.segments.first_mut()
+        && first.chapter.is_none()
+    {
+        first.chapter = Some("Notes".to_owned());
+    }
+    book.segments.append(&mut later.book.segments);
+    book.speak_roman_headings(false);
     if let Some(note) = skipped.note(path) {
         book.notes.push(note);
     }
+    book.notes.extend(skipped.matter_note(path, options));
     Ok(book)
 }
 
+/// Starts a chapter, or joins a pending one ("Part One" and "The Storm" at the same paragraph
+/// → "Part One: The Storm"); a nested entry already carries its parent's title.
 fn start_chapter(chapter: &mut Option<String>, title: &str) {
     let title = super::collapse(title);
     if title.is_empty() {
         return;
     }
     *chapter = Some(match chapter.take() {
-        Some(prev) if prev != title => format!("{prev}: {title}"),
+        Some(prev) if prev != title && !title.starts_with(&format!("{prev}: ")) => {
+            format!("{prev}: {title}")
+        }
         _ => title,
     });
+}
+
+/// Notes read at the end of the book (`--notes end`), with their own pending chapter.
+#[derive(Default)]
+struct Later {
+    book: Book,
+    chapter: Option<String>,
 }
 
 /// What was left out, for the note.
@@ -295,6 +458,12 @@ struct Skipped {
     other: usize,
     items: usize,
     non_linear: usize,
+    /// Front and back matter left out, by name ("imprint", "copyright page").
+    parts: Vec<String>,
+    /// Note sections left out (`--notes skip`) or moved to the end (`end`).
+    notes: usize,
+    /// Note references ("1") not read.
+    markers: usize,
 }
 
 impl Skipped {
@@ -318,12 +487,59 @@ impl Skipped {
         .collect();
         (!parts.is_empty()).then(|| format!("{}: skipped {}", path.display(), parts.join(", ")))
     }
+
+    /// What `--matter` and `--notes` left out, and how to keep it.
+    fn matter_note(&self, path: &Path, options: &BookOptions) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.parts.is_empty() {
+            let keep = match options.matter {
+                Matter::Body => "--matter book or all keeps them",
+                _ => "--matter all keeps them",
+            };
+            // Each name once, in order, with how many there were: "introduction (5)".
+            let mut names: Vec<(&str, usize)> = Vec::new();
+            for part in &self.parts {
+                match names.iter_mut().find(|(n, _)| n == part) {
+                    Some((_, count)) => *count += 1,
+                    None => names.push((part, 1)),
+                }
+            }
+            let names: Vec<String> = names
+                .iter()
+                .map(|(n, c)| match c {
+                    1 => (*n).to_owned(),
+                    c => format!("{n} ({c})"),
+                })
+                .collect();
+            out.push(format!(
+                "{}: left out {} parts a listener would not want read: {} ({keep})",
+                path.display(),
+                self.parts.len(),
+                names.join(", "),
+            ));
+        }
+        if self.notes > 0 || self.markers > 0 {
+            let what = match options.notes {
+                NotesMode::Skip => "left out (--notes end reads them at the end)",
+                NotesMode::End => "read at the end of the book",
+            };
+            out.push(format!(
+                "{}: {} notes or note sections {what}; {} note references not read",
+                path.display(),
+                self.notes,
+                self.markers,
+            ));
+        }
+        out
+    }
 }
 
 struct Package {
     title: Option<String>,
     author: Option<String>,
     manifest: HashMap<String, Item>,
+    /// The EPUB 2 `<guide>`: (type, href).
+    guide: Vec<(String, String)>,
     /// (idref, linear)
     spine: Vec<(String, bool)>,
     /// The manifest id of the NCX (`<spine toc="...">`).
@@ -420,6 +636,7 @@ fn parse_opf(path: &Path, name: &str, xml: &str) -> Result<Package, ScriptError>
         title: None,
         author: None,
         manifest: HashMap::new(),
+        guide: Vec::new(),
         spine: Vec::new(),
         ncx: None,
     };
@@ -492,6 +709,11 @@ fn opf_element(p: &mut Package, tag: &str, e: &BytesStart) {
                 );
             }
         }
+        "reference" => {
+            if let (Some(kind), Some(href)) = (attr(e, "type"), attr(e, "href")) {
+                p.guide.push((kind.to_ascii_lowercase(), href));
+            }
+        }
         "itemref" => {
             if let Some(idref) = attr(e, "idref") {
                 let linear = attr(e, "linear").is_none_or(|l| l != "no");
@@ -502,22 +724,25 @@ fn opf_element(p: &mut Package, tag: &str, e: &BytesStart) {
     }
 }
 
-/// The table of contents: the EPUB 3 nav document if there is one, else the NCX.
-fn read_toc<R: Read + Seek>(
+/// The table of contents (the EPUB 3 nav document's if it has one, else the NCX's) and the
+/// nav's landmarks.
+fn read_nav<R: Read + Seek>(
     ar: &mut Archive<R>,
     package: &Package,
     opf_dir: &str,
-) -> Result<Vec<TocEntry>, ScriptError> {
+) -> Result<(Vec<TocEntry>, Vec<Mark>), ScriptError> {
     let nav = package
         .manifest
         .values()
         .find(|i| i.properties.split_whitespace().any(|p| p == "nav"));
+    let mut marks = Vec::new();
     if let Some(item) = nav {
         let name = resolve(opf_dir, &item.href).0;
         if let Some(xml) = ar.text(&name)? {
-            let entries = parse_nav(ar.path, &name, &xml)?;
+            let (entries, landmarks) = parse_nav(ar.path, &name, &xml)?;
+            marks = landmarks;
             if !entries.is_empty() {
-                return Ok(entries);
+                return Ok((entries, marks));
             }
         }
     }
@@ -534,32 +759,60 @@ fn read_toc<R: Read + Seek>(
     if let Some(item) = ncx {
         let name = resolve(opf_dir, &item.href).0;
         if let Some(xml) = ar.text(&name)? {
-            return parse_ncx(ar.path, &name, &xml);
+            return Ok((parse_ncx(ar.path, &name, &xml)?, marks));
         }
     }
-    Ok(Vec::new())
+    Ok((Vec::new(), marks))
 }
 
-fn toc_entry(base: &str, href: &str, title: &str) -> Option<TocEntry> {
-    let title = super::collapse(title);
-    if title.is_empty() || href.is_empty() {
-        return None;
+/// Titles of the open entries, one a level, so that a nested entry carries its parents'.
+#[derive(Default)]
+struct Nesting(Vec<String>);
+
+impl Nesting {
+    fn entry(&mut self, base: &str, href: &str, title: &str, level: usize) -> Option<TocEntry> {
+        let title = super::collapse(title);
+        if title.is_empty() || href.is_empty() || level == 0 {
+            return None;
+        }
+        self.0.truncate(level - 1);
+        let full = self
+            .0
+            .iter()
+            .map(String::as_str)
+            .chain([title.as_str()])
+            .collect::<Vec<_>>()
+            .join(": ");
+        // A skipped level (an entry without a title) leaves no gap in the levels.
+        let level = self.0.len() + 1;
+        self.0.push(title);
+        let (file, fragment) = resolve(base, href);
+        Some(TocEntry {
+            file,
+            fragment,
+            title: full,
+            level,
+            parent: false,
+        })
     }
-    let (file, fragment) = resolve(base, href);
-    Some(TocEntry {
-        file,
-        fragment,
-        title,
-    })
 }
 
-fn parse_nav(path: &Path, name: &str, xml: &str) -> Result<Vec<TocEntry>, ScriptError> {
+fn parse_nav(
+    path: &Path,
+    name: &str,
+    xml: &str,
+) -> Result<(Vec<TocEntry>, Vec<Mark>), ScriptError> {
     let base = parent(name);
     let mut r = reader(xml);
     let mut entries = Vec::new();
-    // Depth inside the chosen <nav>; the toc nav wins over landmarks or page lists.
+    let mut marks = Vec::new();
+    let mut nesting = Nesting::default();
+    // Depth inside the <nav> being read; the first toc nav wins over a second one.
     let mut in_nav = 0usize;
+    let mut landmarks = false;
     let mut seen_toc = false;
+    // Open <ol>s inside the toc nav: an entry's level.
+    let mut lists = 0usize;
     let mut link: Option<(String, String)> = None;
     loop {
         match r.read_event() {
@@ -567,24 +820,48 @@ fn parse_nav(path: &Path, name: &str, xml: &str) -> Result<Vec<TocEntry>, Script
                 let tag = local(&e);
                 if in_nav > 0 {
                     in_nav += 1;
-                } else if tag == "nav" && !seen_toc {
-                    let kind = attr(&e, "type").unwrap_or_default();
-                    if kind.split_whitespace().any(|k| k == "toc") {
+                } else if tag == "nav" {
+                    let kinds = epub_types(&e);
+                    if kinds.iter().any(|k| k == "toc") && !seen_toc {
                         seen_toc = true;
+                        landmarks = false;
+                        in_nav = 1;
+                    } else if kinds.iter().any(|k| k == "landmarks") {
+                        landmarks = true;
                         in_nav = 1;
                     }
                 }
+                if in_nav > 0 && tag == "ol" {
+                    lists += 1;
+                }
                 if in_nav > 0 && tag == "a" {
-                    link = Some((attr(&e, "href").unwrap_or_default(), String::new()));
+                    let href = attr(&e, "href").unwrap_or_default();
+                    if landmarks {
+                        let (file, fragment) = resolve(base, &href);
+                        marks.push(Mark {
+                            file,
+                            fragment,
+                            types: epub_types(&e),
+                        });
+                    } else {
+                        link = Some((href, String::new()));
+                    }
                 }
             }
             Ok(Event::End(e)) => {
                 if in_nav > 0 {
                     in_nav -= 1;
-                    if e.local_name().as_ref().eq_ignore_ascii_case("a")
+                    let tag = e.local_name().as_ref().to_ascii_lowercase();
+                    if tag == "ol" {
+                        lists = lists.saturating_sub(1);
+                    }
+                    if tag == "a"
                         && let Some((href, title)) = link.take()
                     {
-                        entries.extend(toc_entry(base, &href, &title));
+                        entries.extend(nesting.entry(base, &href, &title, lists));
+                    }
+                    if in_nav == 0 {
+                        lists = 0;
                     }
                 }
             }
@@ -603,34 +880,42 @@ fn parse_nav(path: &Path, name: &str, xml: &str) -> Result<Vec<TocEntry>, Script
             Err(e) => return Err(xml_error(path, name, &r, e)),
         }
     }
-    Ok(entries)
+    Ok((entries, marks))
 }
 
 fn parse_ncx(path: &Path, name: &str, xml: &str) -> Result<Vec<TocEntry>, ScriptError> {
     let base = parent(name);
     let mut r = reader(xml);
     let mut entries = Vec::new();
+    let mut nesting = Nesting::default();
     let (mut in_label, mut in_text) = (false, false);
+    let mut depth = 0usize;
     let mut title = String::new();
     loop {
         match r.read_event() {
             Ok(Event::Start(e)) => match local(&e).as_str() {
-                "navpoint" => title.clear(),
+                "navpoint" => {
+                    depth += 1;
+                    title.clear();
+                }
                 "navlabel" => in_label = true,
                 "text" if in_label => in_text = true,
-                "content" => entries.extend(toc_entry(
+                "content" => entries.extend(nesting.entry(
                     base,
                     &attr(&e, "src").unwrap_or_default(),
                     &title,
+                    depth,
                 )),
                 _ => {}
             },
-            Ok(Event::Empty(e)) if local(&e) == "content" => entries.extend(toc_entry(
+            Ok(Event::Empty(e)) if local(&e) == "content" => entries.extend(nesting.entry(
                 base,
                 &attr(&e, "src").unwrap_or_default(),
                 &title,
+                depth,
             )),
             Ok(Event::End(e)) => match e.local_name().as_ref().to_ascii_lowercase().as_str() {
+                "navpoint" => depth = depth.saturating_sub(1),
                 "navlabel" => in_label = false,
                 "text" => in_text = false,
                 _ => {}
@@ -645,49 +930,179 @@ fn parse_ncx(path: &Path, name: &str, xml: &str) -> Result<Vec<TocEntry>, Script
     Ok(entries)
 }
 
+/// The element's `epub:type` values (any prefix but none; a plain `type` is HTML's), with its
+/// DPUB-ARIA `role` ("doc-endnotes" → "endnotes").
+fn epub_types(e: &BytesStart) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in e.attributes().flatten() {
+        let key = a.key;
+        let value = || {
+            a.normalized_value(XmlVersion::Implicit1_0)
+                .map(|v| v.into_owned())
+                .unwrap_or_default()
+        };
+        if key.prefix().is_some() && key.local_name().as_ref() == "type" {
+            out.extend(value().split_whitespace().map(str::to_owned));
+        } else if key.as_ref() == "role" {
+            out.extend(
+                value()
+                    .split_whitespace()
+                    .filter_map(|r| r.strip_prefix("doc-"))
+                    .map(str::to_owned),
+            );
+        }
+    }
+    out
+}
+
 struct XhtmlContext<'a> {
     path: &'a Path,
     name: &'a str,
     /// Element ids where a table-of-contents entry starts a chapter, with its titles.
     ids: &'a HashMap<&'a str, Vec<&'a str>>,
-    /// No table of contents: `h1`/`h2` start chapters.
+    /// Semantics the landmarks or the guide give element ids ("" for the whole file).
+    types: &'a HashMap<&'a str, Vec<&'a str>>,
+    options: &'a BookOptions,
+    /// No table of contents: headings start chapters.
     use_headings: bool,
+    /// The title of the chapter this file starts, if it starts one.
+    file_title: Option<&'a str>,
+    title: Option<String>,
+    author: Option<String>,
+    /// The number of segments before this file.
+    item_start: usize,
+    /// `--matter body` and this file comes before the body matter the landmarks name.
+    before_body: bool,
 }
 
+/// A paragraph being gathered: as printed, and as spoken (a heading's Roman ordinal in words).
+#[derive(Default)]
+struct Buf {
+    shown: String,
+    said: String,
+}
+
+impl Buf {
+    fn push_str(&mut self, text: &str) {
+        self.shown.push_str(text);
+        self.said.push_str(text);
+    }
+
+    fn clear(&mut self) {
+        self.shown.clear();
+        self.said.clear();
+    }
+
+    fn flush(&mut self, book: &mut Book, chapter: &mut Option<String>) {
+        if !self.shown.trim().is_empty() {
+            book.push(&self.shown, DEFAULT_PAUSE_MS, chapter);
+        }
+        self.clear();
+    }
+}
+
+/// Why an element is not read where it stands.
+enum Verdict {
+    Read,
+    /// A note reference or a backlink: not a word of the text.
+    Marker {
+        noteref: bool,
+    },
+    /// A note or a section of notes (`--notes`).
+    Notes,
+    /// Front or back matter (`--matter`), by name.
+    Part(String),
+    /// The title page, announced instead.
+    Titlepage,
+}
+
+fn verdict(types: &[&str], options: &BookOptions, has_title: bool) -> Verdict {
+    let has = |list: &[&str]| types.iter().find(|t| list.contains(t)).copied();
+    if let Some(t) = has(MARKERS) {
+        return Verdict::Marker {
+            noteref: t == "noteref",
+        };
+    }
+    if has(NOTES).is_some() {
+        return Verdict::Notes;
+    }
+    let leave = match options.matter {
+        Matter::All => None,
+        Matter::Book => has(NOT_READ),
+        // The specific name where there is one: "dedication" rather than "front matter".
+        Matter::Body => has(NOT_READ)
+            .or_else(|| has(FRONT_AND_BACK))
+            .or_else(|| has(MATTER)),
+    };
+    if let Some(name) = leave {
+        return Verdict::Part(part_name(name));
+    }
+    if has_title && types.contains(&"titlepage") {
+        return Verdict::Titlepage;
+    }
+    Verdict::Read
+}
+
+/// A part's name in the warning: "copyright-page" → "copyright page", "toc" → "table of
+/// contents", "frontmatter" → "front matter".
+fn part_name(kind: &str) -> String {
+    match kind {
+        "frontmatter" => "front matter",
+        "backmatter" => "back matter",
+        "toc" => "table of contents",
+        "loi" => "list of illustrations",
+        "lot" => "list of tables",
+        "loa" => "list of audio",
+        "lov" => "list of videos",
+        "titlepage" => "title page",
+        "halftitlepage" => "half-title page",
+        k => return k.replace('-', " "),
+    }
+    .to_owned()
+}
+
+/// Reads one XHTML file into `book` (notes deferred into `later`); true if it left something
+/// out by `--matter` or `--notes`.
 fn read_xhtml(
     ctx: &XhtmlContext,
     xml: &str,
     book: &mut Book,
     chapter: &mut Option<String>,
     skipped: &mut Skipped,
-) -> Result<(), ScriptError> {
+    later: &mut Later,
+) -> Result<bool, ScriptError> {
     let mut r = reader(xml);
-    let mut buf = String::new();
+    let mut buf = Buf::default();
     // Depth inside a skipped element (0: reading).
     let mut skip = 0usize;
+    // Open elements being read, and where special ones opened.
+    let mut depth = 0usize;
     let mut heading: Option<u8> = None;
-    let flush = |buf: &mut String, book: &mut Book, chapter: &mut Option<String>, pause| {
-        if !buf.trim().is_empty() {
-            book.push(buf, pause, chapter);
-        }
-        buf.clear();
-    };
+    let mut romans: Vec<(usize, usize)> = Vec::new();
+    let mut deferred: Option<usize> = None;
+    // Inside front or back matter that `--matter body` leaves out: read into a book that is
+    // dropped, so that notes in it still go where `--notes` says; its name in `skipped.parts`,
+    // "front matter" until a part inside names it better.
+    let mut dropped: Option<(usize, usize, Later)> = None;
+    let mut left_out = false;
     loop {
         let event = r
             .read_event()
             .map_err(|e| xml_error(ctx.path, ctx.name, &r, e))?;
+        let opening = matches!(event, Event::Start(_));
         match event {
-            Event::Start(e) if skip > 0 => {
-                skip += 1;
+            Event::Start(e) | Event::Empty(e) if skip > 0 => {
+                if opening {
+                    skip += 1;
+                }
                 count_image(&local(&e), skipped);
             }
             Event::End(_) if skip > 0 => skip -= 1,
-            Event::Empty(e) if skip > 0 => count_image(&local(&e), skipped),
             _ if skip > 0 => {}
             Event::Start(e) => {
                 let tag = local(&e);
                 if SKIPPED.contains(&tag.as_str()) {
-                    flush(&mut buf, book, chapter, DEFAULT_PAUSE_MS);
+                    buf.flush(book, chapter);
                     match tag.as_str() {
                         "script" | "style" => skipped.scripts += 1,
                         "svg" => skipped.images += 1,
@@ -697,12 +1112,87 @@ fn read_xhtml(
                     skip = 1;
                     continue;
                 }
+                let owned = epub_types(&e);
+                let mut types: Vec<&str> = owned.iter().map(String::as_str).collect();
+                if tag == "body" {
+                    types.extend(ctx.types.get("").into_iter().flatten());
+                    if ctx.before_body {
+                        types.push("frontmatter");
+                    }
+                }
+                if let Some(id) = attr(&e, "id") {
+                    types.extend(ctx.types.get(id.as_str()).into_iter().flatten());
+                }
+                match verdict(&types, ctx.options, ctx.title.is_some()) {
+                    Verdict::Marker { noteref } => {
+                        skipped.markers += usize::from(noteref);
+                        skip = 1;
+                        continue;
+                    }
+                    Verdict::Notes if deferred.is_some() => {}
+                    Verdict::Notes if ctx.options.notes == NotesMode::Skip => {
+                        buf.flush(book, chapter);
+                        skipped.notes += 1;
+                        left_out = true;
+                        skip = 1;
+                        continue;
+                    }
+                    Verdict::Notes => {
+                        buf.flush(book, chapter);
+                        skipped.notes += 1;
+                        left_out = true;
+                        let main = dropped.as_ref().map_or(&*book, |d| &d.2.book);
+                        if main.segments.len() == ctx.item_start && later.chapter.is_none() {
+                            later.chapter = ctx.file_title.map(str::to_owned);
+                        }
+                        std::mem::swap(book, &mut later.book);
+                        std::mem::swap(chapter, &mut later.chapter);
+                        deferred = Some(depth + 1);
+                    }
+                    Verdict::Part(name) if dropped.is_some() => {
+                        if let Some((_, i, _)) = &dropped
+                            && skipped.parts[*i].ends_with(" matter")
+                            && !name.ends_with(" matter")
+                        {
+                            skipped.parts[*i] = name;
+                        }
+                        skip = 1;
+                        continue;
+                    }
+                    Verdict::Part(name) if name.ends_with(" matter") => {
+                        buf.flush(book, chapter);
+                        left_out = true;
+                        let mut scratch = Later::default();
+                        std::mem::swap(book, &mut scratch.book);
+                        std::mem::swap(chapter, &mut scratch.chapter);
+                        dropped = Some((depth + 1, skipped.parts.len(), scratch));
+                        skipped.parts.push(name);
+                    }
+                    Verdict::Part(name) => {
+                        buf.flush(book, chapter);
+                        skipped.parts.push(name);
+                        left_out = true;
+                        skip = 1;
+                        continue;
+                    }
+                    Verdict::Titlepage => {
+                        buf.flush(book, chapter);
+                        announce_title(ctx, book, chapter);
+                        skip = 1;
+                        continue;
+                    }
+                    Verdict::Read => {}
+                }
+                depth += 1;
                 element_start(ctx, &e, &tag, &mut buf, book, chapter, skipped);
                 if let Some(level) = heading_level(&tag) {
-                    flush(&mut buf, book, chapter, DEFAULT_PAUSE_MS);
+                    buf.flush(book, chapter);
                     heading = Some(level);
                 } else if BLOCKS.contains(&tag.as_str()) {
-                    flush(&mut buf, book, chapter, DEFAULT_PAUSE_MS);
+                    buf.flush(book, chapter);
+                }
+                if heading.is_some() && types.contains(&"z3998:roman") {
+                    romans.push((depth, buf.said.len()));
                 }
             }
             Event::Empty(e) => {
@@ -715,20 +1205,47 @@ fn read_xhtml(
                 }
                 element_start(ctx, &e, &tag, &mut buf, book, chapter, skipped);
                 if BLOCKS.contains(&tag.as_str()) {
-                    flush(&mut buf, book, chapter, DEFAULT_PAUSE_MS);
+                    buf.flush(book, chapter);
                 }
             }
             Event::End(e) => {
                 let tag = e.local_name().as_ref().to_ascii_lowercase();
+                if let Some(&(at, from)) = romans.last()
+                    && at == depth
+                {
+                    romans.pop();
+                    if let Some(words) = buf
+                        .said
+                        .get(from..)
+                        .and_then(|n| crate::text::roman_heading(n, true))
+                    {
+                        buf.said.truncate(from);
+                        buf.said.push_str(&words);
+                    }
+                }
                 if let Some(level) = heading_level(&tag) {
-                    if ctx.use_headings && level <= 2 && heading.is_some() {
-                        start_chapter(chapter, &buf);
+                    if ctx.use_headings && level <= ctx.options.chapter_depth && heading.is_some() {
+                        start_chapter(chapter, &buf.shown);
                     }
                     heading = None;
-                    flush(&mut buf, book, chapter, HEADING_PAUSE_MS);
+                    if !buf.shown.trim().is_empty() {
+                        book.push_heading(&buf.shown, Some(&buf.said), level, chapter);
+                    }
+                    buf.clear();
                 } else if BLOCKS.contains(&tag.as_str()) {
-                    flush(&mut buf, book, chapter, DEFAULT_PAUSE_MS);
+                    buf.flush(book, chapter);
                 }
+                if deferred == Some(depth) {
+                    buf.flush(book, chapter);
+                    std::mem::swap(book, &mut later.book);
+                    std::mem::swap(chapter, &mut later.chapter);
+                    deferred = None;
+                }
+                if dropped.as_ref().is_some_and(|d| d.0 == depth) {
+                    buf.flush(book, chapter);
+                    restore(book, chapter, dropped.take(), skipped);
+                }
+                depth = depth.saturating_sub(1);
             }
             Event::Text(t) => buf.push_str(&t.xml10_content()),
             Event::CData(t) => buf.push_str(&t),
@@ -737,8 +1254,46 @@ fn read_xhtml(
             _ => {}
         }
     }
-    flush(&mut buf, book, chapter, DEFAULT_PAUSE_MS);
-    Ok(())
+    buf.flush(book, chapter);
+    // A file whose elements do not close: what was swapped in is swapped back.
+    if deferred.is_some() {
+        std::mem::swap(book, &mut later.book);
+        std::mem::swap(chapter, &mut later.chapter);
+    }
+    restore(book, chapter, dropped, skipped);
+    Ok(left_out)
+}
+
+/// Ends front or back matter being dropped: the book read before it is back in place, and a part
+/// that held nothing but notes is not counted as left out.
+fn restore(
+    book: &mut Book,
+    chapter: &mut Option<String>,
+    dropped: Option<(usize, usize, Later)>,
+    skipped: &mut Skipped,
+) {
+    let Some((_, i, mut kept)) = dropped else {
+        return;
+    };
+    std::mem::swap(book, &mut kept.book);
+    std::mem::swap(chapter, &mut kept.chapter);
+    if kept.book.segments.is_empty() && skipped.parts[i].ends_with(" matter") {
+        skipped.parts.remove(i);
+    }
+}
+
+/// The title page as one line, "Title, by Author"; a chapter this file starts is named by the
+/// book's title rather than "Titlepage".
+fn announce_title(ctx: &XhtmlContext, book: &mut Book, chapter: &mut Option<String>) {
+    let Some(title) = &ctx.title else { return };
+    if chapter.is_some() && book.segments.len() == ctx.item_start {
+        *chapter = Some(title.clone());
+    }
+    let line = match &ctx.author {
+        Some(author) => format!("{title}, by {author}"),
+        None => title.clone(),
+    };
+    book.push(&line, crate::book::HEADING_PAUSE_MS, chapter);
 }
 
 /// Line breaks, images and table-of-contents targets (an `id` a chapter starts at).
@@ -746,20 +1301,17 @@ fn element_start(
     ctx: &XhtmlContext,
     e: &BytesStart,
     tag: &str,
-    buf: &mut String,
+    buf: &mut Buf,
     book: &mut Book,
     chapter: &mut Option<String>,
     skipped: &mut Skipped,
 ) {
     count_image(tag, skipped);
     if tag == "br" {
-        buf.push(' ');
+        buf.push_str(" ");
     }
     if let Some(titles) = attr(e, "id").and_then(|id| ctx.ids.get(id.as_str())) {
-        if !buf.trim().is_empty() {
-            book.push(buf, DEFAULT_PAUSE_MS, chapter);
-        }
-        buf.clear();
+        buf.flush(book, chapter);
         for t in titles {
             start_chapter(chapter, t);
         }
@@ -883,9 +1435,130 @@ mod tests {
         }
         let bytes = buf.into_inner();
         assert!(bytes.len() < 1 << 20, "{} bytes compressed", bytes.len());
-        let e = read_epub_from(Path::new("bomb.epub"), std::io::Cursor::new(bytes)).unwrap_err();
+        let e = read_epub_from(
+            Path::new("bomb.epub"),
+            std::io::Cursor::new(bytes),
+            &BookOptions::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.at, "META-INF/container.xml");
         assert!(e.message.contains("ZIP bomb"), "{e}");
+    }
+
+    /// An EPUB 3 of `files` (name, body) in this spine order, with this nav document.
+    fn epub(files: &[(&str, &str)], nav: &str, options: &BookOptions) -> Book {
+        use std::io::Write;
+        let mut buf = std::io::Cursor::new(Vec::new());
+        {
+            let mut z = zip::ZipWriter::new(&mut buf);
+            let opts = zip::write::SimpleFileOptions::default();
+            let items: String = files
+                .iter()
+                .map(|(f, _)| {
+                    format!(r#"<item id="{f}" href="{f}" media-type="application/xhtml+xml"/>"#)
+                })
+                .collect();
+            let spine: String = files
+                .iter()
+                .map(|(f, _)| format!(r#"<itemref idref="{f}"/>"#))
+                .collect();
+            let mut put = |name: &str, text: &str| {
+                z.start_file(name, opts).unwrap();
+                z.write_all(text.as_bytes()).unwrap();
+            };
+            put(
+                "META-INF/container.xml",
+                r#"<container><rootfiles><rootfile full-path="content.opf"/></rootfiles></container>"#,
+            );
+            put(
+                "content.opf",
+                &format!(
+                    r#"<package version="3.0"><metadata><title>Book</title></metadata><manifest><item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>{items}</manifest><spine>{spine}</spine></package>"#
+                ),
+            );
+            put(
+                "nav.xhtml",
+                &format!(
+                    r#"<html xmlns:epub="http://www.idpf.org/2007/ops"><body><nav epub:type="toc">{nav}</nav></body></html>"#
+                ),
+            );
+            for (f, body) in files {
+                put(
+                    f,
+                    &format!(
+                        r#"<html xmlns:epub="http://www.idpf.org/2007/ops"><body>{body}</body></html>"#
+                    ),
+                );
+            }
+            z.finish().unwrap();
+        }
+        buf.set_position(0);
+        read_epub_from(Path::new("t.epub"), buf, options).unwrap()
+    }
+
+    fn chapters(b: &Book) -> Vec<(&str, &str)> {
+        b.segments
+            .iter()
+            .filter_map(|s| Some((s.chapter.as_deref()?, s.text.as_str())))
+            .collect()
+    }
+
+    /// A left-out file's chapter starts nowhere, unless entries are nested under it: then it
+    /// titles what it holds.
+    #[test]
+    fn chapters_of_left_out_files() {
+        let files = [
+            (
+                "imprint.xhtml",
+                r#"<section epub:type="imprint"><p>Made by us.</p></section>"#,
+            ),
+            (
+                "half.xhtml",
+                r#"<section epub:type="halftitlepage"><h2>Book One</h2></section>"#,
+            ),
+            ("c1.xhtml", "<p>First words.</p>"),
+        ];
+        let nav = r#"<ol><li><a href="imprint.xhtml">Imprint</a></li>
+            <li><a href="half.xhtml">Book One</a><ol><li><a href="c1.xhtml">Chapter 1</a></li></ol></li></ol>"#;
+        let deep = epub(&files, nav, &BookOptions::default());
+        assert_eq!(chapters(&deep), [("Book One: Chapter 1", "First words.")]);
+        let shallow = BookOptions {
+            chapter_depth: 1,
+            ..BookOptions::default()
+        };
+        assert_eq!(
+            chapters(&epub(&files, nav, &shallow)),
+            [("Book One", "First words.")]
+        );
+        let all = BookOptions {
+            matter: Matter::All,
+            ..BookOptions::default()
+        };
+        assert_eq!(
+            chapters(&epub(&files, nav, &all)),
+            [
+                ("Imprint", "Made by us."),
+                ("Book One", "Book One"),
+                ("Book One: Chapter 1", "First words.")
+            ]
+        );
+    }
+
+    /// HTML's own `type` (an ordered list's "I") is no semantics; DPUB-ARIA roles are.
+    #[test]
+    fn only_namespaced_types_and_roles_count() {
+        let files = [(
+            "c.xhtml",
+            r#"<ol type="I"><li>kept</li></ol><section role="doc-colophon"><p>gone</p></section>"#,
+        )];
+        let b = epub(&files, "", &BookOptions::default());
+        let texts: Vec<&str> = b.segments.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(texts, ["kept"]);
+        assert!(
+            b.notes.iter().any(|n| n.contains("colophon")),
+            "{:?}",
+            b.notes
+        );
     }
 
     #[test]

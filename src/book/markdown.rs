@@ -1,8 +1,9 @@
 //! Markdown (CommonMark, through `pulldown-cmark`).
 //!
-//! - Headings (ATX `#` and setext `===`/`---`) are read aloud as their own segment. Levels 1 and 2
-//!   start a chapter titled with the heading's text; levels 3–6 do not (they are sections inside
-//!   a chapter).
+//! - Headings (ATX `#` and setext `===`/`---`) are read aloud as their own segment. Levels up to
+//!   `--chapter-depth` (1 and 2 by default) start a chapter titled with the heading's text; deeper
+//!   ones do not (they are sections inside a chapter). A heading of only a Roman numeral is
+//!   spoken as a number when its siblings count with it (I, II, III).
 //! - Paragraphs and list items become segments; emphasis, strong, strikethrough, inline code and
 //!   links are read as their text.
 //! - Code blocks and HTML blocks are skipped with a warning naming the line; images (their alt
@@ -12,10 +13,10 @@ use std::path::Path;
 
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 
-use super::{Book, HEADING_PAUSE_MS};
+use super::{Book, BookOptions};
 use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
 
-pub fn read_markdown(path: &Path, text: &str) -> Result<Book, ScriptError> {
+pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<Book, ScriptError> {
     let line_starts: Vec<usize> = std::iter::once(0)
         .chain(text.match_indices('\n').map(|(i, _)| i + 1))
         .collect();
@@ -52,12 +53,12 @@ pub fn read_markdown(path: &Path, text: &str) -> Result<Book, ScriptError> {
                 flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
             }
             Event::End(TagEnd::Heading(level)) => {
-                if matches!(level, HeadingLevel::H1 | HeadingLevel::H2)
-                    && crate::text::is_speakable(&buf)
-                {
+                let level = heading_level(level);
+                if level <= options.chapter_depth && crate::text::is_speakable(&buf) {
                     chapter = Some(super::collapse(&buf));
                 }
-                flush(&mut book, &mut buf, HEADING_PAUSE_MS, &mut chapter);
+                book.push_heading(&buf, None, level, &mut chapter);
+                buf.clear();
             }
             Event::Start(Tag::Paragraph | Tag::Item | Tag::BlockQuote(_))
             | Event::End(TagEnd::Paragraph | TagEnd::Item | TagEnd::BlockQuote(_)) => {
@@ -69,7 +70,19 @@ pub fn read_markdown(path: &Path, text: &str) -> Result<Book, ScriptError> {
         }
     }
     flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+    book.speak_roman_headings(false);
     Ok(book)
+}
+
+fn heading_level(level: HeadingLevel) -> u8 {
+    match level {
+        HeadingLevel::H1 => 1,
+        HeadingLevel::H2 => 2,
+        HeadingLevel::H3 => 3,
+        HeadingLevel::H4 => 4,
+        HeadingLevel::H5 => 5,
+        HeadingLevel::H6 => 6,
+    }
 }
 
 fn flush(book: &mut Book, buf: &mut String, pause_ms: u32, chapter: &mut Option<String>) {
@@ -95,7 +108,7 @@ mod tests {
         let md = "Book Title\n==========\n\nAn *opening* line with a [link](http://x.example) and `code`.\n\n\
 ## Chapter Two\n\n- first item\n- second **item**\n\n### A section\n\n```rust\nfn main() {}\n```\n\n\
 <div>\nhidden html\n</div>\n\nSetext two\n----------\n\n> quoted words\n\n![alt text](img.png) after image.\n";
-        let b = read_markdown(Path::new("b.md"), md).unwrap();
+        let b = read_markdown(Path::new("b.md"), md, &BookOptions::default()).unwrap();
         assert_eq!(
             texts(&b),
             [
@@ -116,8 +129,53 @@ mod tests {
     }
 
     #[test]
+    fn roman_headings_in_sequence_are_numbers_and_letters_stay_letters() {
+        let md = "# Story\n\n## I\n\nOne.\n\n## II\n\nTwo.\n\n# Words\n\n## H\n\nhat\n\n## I\n\nice\n\n## J\n\njam\n";
+        let b = read_markdown(Path::new("r.md"), md, &BookOptions::default()).unwrap();
+        let said: Vec<(&str, Option<&str>)> = b
+            .segments
+            .iter()
+            .filter(|s| s.pause_ms == crate::book::HEADING_PAUSE_MS)
+            .map(|s| (s.text.as_str(), s.say.as_deref()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("Story", None),
+                ("I", Some("One")),
+                ("II", Some("Two")),
+                ("Words", None),
+                ("H", None),
+                ("I", None),
+                ("J", None),
+            ]
+        );
+        // Chapter marks keep the printed form.
+        assert_eq!(b.segments[1].chapter.as_deref(), Some("I"));
+    }
+
+    #[test]
+    fn chapter_depth_limits_chapter_marks() {
+        let md = "# A\n\n## B\n\n### C\n\ntext\n";
+        let depth = |n| {
+            let opts = BookOptions {
+                chapter_depth: n,
+                ..BookOptions::default()
+            };
+            let b = read_markdown(Path::new("d.md"), md, &opts).unwrap();
+            b.segments.iter().filter(|s| s.chapter.is_some()).count()
+        };
+        assert_eq!((depth(1), depth(2), depth(3)), (1, 2, 3));
+    }
+
+    #[test]
     fn only_code_has_nothing_to_speak() {
-        let b = read_markdown(Path::new("c.md"), "```\nlet x = 1;\n```\n").unwrap();
+        let b = read_markdown(
+            Path::new("c.md"),
+            "```\nlet x = 1;\n```\n",
+            &BookOptions::default(),
+        )
+        .unwrap();
         assert!(b.segments.is_empty());
         let e = b.into_script(Path::new("c.md")).unwrap_err();
         assert!(e.message.contains("nothing to speak"), "{e}");

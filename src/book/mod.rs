@@ -12,6 +12,7 @@ mod epub;
 mod markdown;
 mod text;
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,69 @@ pub struct Book {
     pub segments: Vec<Segment>,
     /// Warnings for the user: skipped code blocks, images, scripts (with where they were).
     pub notes: Vec<String>,
+    /// (segment index, level 1–6) of every heading, for [`Book::speak_roman_headings`].
+    headings: Vec<(usize, u8)>,
+}
+
+/// `--matter`: which front and back matter of a book is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum Matter {
+    /// Everything the book holds.
+    All,
+    /// Leave out imprint, colophon, copyright page, index, contents, landmarks, lists of
+    /// illustrations or tables, errata, half-title; the title page is announced "Title, by Author".
+    #[default]
+    Book,
+    /// Only the body: also leave out everything marked front or back matter.
+    Body,
+}
+
+/// `--notes`: what becomes of footnotes and endnotes. Note references (the superscript "1")
+/// are never read in the running text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum NotesMode {
+    /// Leave the notes out.
+    #[default]
+    Skip,
+    /// Read them after the rest of the book, as a chapter named as the book names them
+    /// ("Endnotes"), else "Notes".
+    End,
+}
+
+/// Deepest level of a table of contents that `--chapter-depth` accepts.
+pub const MAX_CHAPTER_DEPTH: u8 = 6;
+
+/// How a book is read: shared by `talker render` and `talker script convert`, so both give the
+/// same script. The markup these rely on is EPUB's (`epub:type`, landmarks, the EPUB 2 guide);
+/// a book without it has nothing left out: parts are never guessed by their titles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+pub struct BookOptions {
+    /// Which front and back matter of an EPUB is read, as the book's own markup names its parts
+    /// (a book without such markup is read whole: parts are never guessed by their titles).
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Matter::Book))]
+    pub matter: Matter,
+    /// Footnotes and endnotes of an EPUB (note references, the superscript numbers, are never
+    /// read).
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = NotesMode::Skip))]
+    pub notes: NotesMode,
+    /// Chapter marks from the first N levels of the table of contents (or of the headings);
+    /// a deeper entry's title carries its parents' ("A Scandal in Bohemia: I").
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N", default_value_t = 2,
+        value_parser = clap::value_parser!(u8).range(1..=i64::from(MAX_CHAPTER_DEPTH))))]
+    pub chapter_depth: u8,
+}
+
+impl Default for BookOptions {
+    fn default() -> BookOptions {
+        BookOptions {
+            matter: Matter::Book,
+            notes: NotesMode::Skip,
+            chapter_depth: 2,
+        }
+    }
 }
 
 /// The kinds of input `talker render` and `talker script convert` accept.
@@ -72,7 +136,10 @@ impl InputKind {
 }
 
 /// The script `path` stands for, and the readers' notes (empty for JSON scripts).
-pub fn load_script(path: &Path) -> Result<(Script, Vec<String>), ScriptError> {
+pub fn load_script(
+    path: &Path,
+    options: &BookOptions,
+) -> Result<(Script, Vec<String>), ScriptError> {
     // A device or FIFO would be read forever; a missing file gets its loader's message.
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
         return Err(fail(
@@ -83,8 +150,8 @@ pub fn load_script(path: &Path) -> Result<(Script, Vec<String>), ScriptError> {
     }
     let book = match InputKind::detect(path) {
         InputKind::Json => return Script::load(path).map(|s| (s, Vec::new())),
-        InputKind::Epub => read_epub(path)?,
-        InputKind::Markdown => read_markdown(path, &read_utf8(path)?)?,
+        InputKind::Epub => read_epub(path, options)?,
+        InputKind::Markdown => read_markdown(path, &read_utf8(path)?, options)?,
         InputKind::Text => read_text(path, &read_utf8(path)?)?,
     };
     let notes = book.notes.clone();
@@ -123,6 +190,7 @@ impl Book {
         for (i, piece) in cut(&text, MAX_SEGMENT_CHARS).into_iter().enumerate() {
             self.segments.push(Segment {
                 text: piece,
+                say: None,
                 pause_ms: if i == 0 { pause_ms } else { DEFAULT_PAUSE_MS },
                 chapter: if i == 0 {
                     chapter.take().map(|c| clip(&c, MAX_TITLE_CHARS))
@@ -130,6 +198,69 @@ impl Book {
                     None
                 },
             });
+        }
+    }
+}
+
+impl Book {
+    /// Adds a heading of `level` (1–6), spoken as `say` where that differs from the printed text.
+    pub(crate) fn push_heading(
+        &mut self,
+        text: &str,
+        say: Option<&str>,
+        level: u8,
+        chapter: &mut Option<String>,
+    ) {
+        let at = self.segments.len();
+        self.push(text, HEADING_PAUSE_MS, chapter);
+        if self.segments.len() == at + 1 {
+            let say = say.map(collapse).filter(|s| *s != self.segments[at].text);
+            self.segments[at].say = say.filter(|s| crate::text::is_speakable(s));
+            self.headings.push((at, level));
+        }
+    }
+
+    /// A heading of only a Roman numeral ("II") is spoken as a number ("Two") when a sibling
+    /// heading (same level, same parent) is the numeral before or after it, so that "I" between
+    /// "H" and "J" in a dictionary stays a letter. With `chapters`, such a heading also starts a
+    /// chapter (plain text has no other mark of one).
+    pub(crate) fn speak_roman_headings(&mut self, chapters: bool) {
+        let numeral = |s: &Segment| {
+            s.say
+                .is_none()
+                .then(|| crate::text::roman_numeral(&s.text, false))
+                .flatten()
+        };
+        // Siblings: headings of one level under the same nearest higher heading.
+        let mut open: Vec<usize> = Vec::new();
+        let mut groups: HashMap<(Option<usize>, u8), Vec<usize>> = HashMap::new();
+        for (k, &(_, level)) in self.headings.iter().enumerate() {
+            while open.last().is_some_and(|&j| self.headings[j].1 >= level) {
+                open.pop();
+            }
+            groups
+                .entry((open.last().copied(), level))
+                .or_default()
+                .push(self.headings[k].0);
+            open.push(k);
+        }
+        for siblings in groups.values() {
+            let values: Vec<Option<u32>> = siblings
+                .iter()
+                .map(|&i| numeral(&self.segments[i]))
+                .collect();
+            for (k, &i) in siblings.iter().enumerate() {
+                let Some(n) = values[k] else { continue };
+                let before = k > 0 && values[k - 1] == Some(n - 1);
+                let after = values.get(k + 1).copied().flatten() == Some(n + 1);
+                if before || after {
+                    let s = &mut self.segments[i];
+                    s.say = crate::text::roman_heading(&s.text, false);
+                    if chapters && s.chapter.is_none() {
+                        s.chapter = Some(clip(&s.text, MAX_TITLE_CHARS));
+                    }
+                }
+            }
         }
     }
 }

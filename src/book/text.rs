@@ -1,10 +1,12 @@
 //! Plain text: blank lines separate paragraphs; a paragraph whose first line is one such as `Chapter 12`,
 //! `CHAPTER XII`, `Chapter Twelve: The Storm` starts a chapter (the line is its title and is read
-//! aloud). CRLF and a UTF-8 BOM are fine (the BOM is removed by the caller).
+//! aloud). A paragraph of one line holding only a Roman numeral ("II", "IV.") does too when the
+//! numerals before or after it count with it (I, II, III), and is spoken as the number ("Two").
+//! CRLF and a UTF-8 BOM are fine (the BOM is removed by the caller).
 
 use std::path::Path;
 
-use super::{Book, HEADING_PAUSE_MS};
+use super::Book;
 use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
 
 /// Chapter lines are short; a longer line starting with "Chapter" is prose.
@@ -27,8 +29,12 @@ pub fn read_text(_path: &Path, text: &str) -> Result<Book, ScriptError> {
         let mut body = &paragraph[..];
         if is_chapter_line(body[0]) {
             *chapter = Some(body[0].trim().to_owned());
-            book.push(body[0], HEADING_PAUSE_MS, chapter);
+            book.push_heading(body[0], None, 1, chapter);
             body = &body[1..];
+        } else if body.len() == 1 && crate::text::roman_numeral(body[0], false).is_some() {
+            // A heading only if its neighbours count with it: see `speak_roman_headings`.
+            book.push_heading(body[0], None, 1, &mut None);
+            body = &[];
         }
         book.push(&body.join(" "), DEFAULT_PAUSE_MS, chapter);
         paragraph.clear();
@@ -42,6 +48,7 @@ pub fn read_text(_path: &Path, text: &str) -> Result<Book, ScriptError> {
         }
     }
     flush(&mut paragraph, &mut book, &mut chapter);
+    book.speak_roman_headings(true);
     Ok(book)
 }
 
@@ -116,6 +123,28 @@ mod tests {
         );
         assert_eq!(b.segments[1].chapter.as_deref(), Some("CHAPTER I"));
         assert_eq!(b.segments[0].chapter, None);
-        assert_eq!(b.segments[1].pause_ms, HEADING_PAUSE_MS);
+        assert_eq!(b.segments[1].pause_ms, crate::book::HEADING_PAUSE_MS);
+    }
+
+    #[test]
+    fn numeral_paragraphs_in_sequence_start_chapters() {
+        let text = "I\n\nFirst part.\n\nII.\n\nSecond part.\n\nV\n\nA lone V is a letter.\n";
+        let b = read_text(Path::new("n.txt"), text).unwrap();
+        let got: Vec<_> = b
+            .segments
+            .iter()
+            .map(|s| (s.text.as_str(), s.say.as_deref(), s.chapter.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("I", Some("One"), Some("I")),
+                ("First part.", None, None),
+                ("II.", Some("Two."), Some("II.")),
+                ("Second part.", None, None),
+                ("V", None, None),
+                ("A lone V is a letter.", None, None),
+            ]
+        );
     }
 }

@@ -160,6 +160,8 @@ pub struct ConvertArgs {
     /// Replace OUTPUT if it exists (only a regular file that is none of the inputs).
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub book: talker::book::BookOptions,
 }
 
 /// What `-o` writes, when its extension should not decide.
@@ -251,6 +253,8 @@ pub struct RenderArgs {
     /// after the script's own; repeat for several, later ones winning.
     #[arg(long, value_name = "FILE")]
     pub lexicon: Vec<PathBuf>,
+    #[command(flatten)]
+    pub book: talker::book::BookOptions,
     #[command(flatten)]
     pub settings: RenderSettings,
     /// Worker threads [default: all cores].

@@ -129,6 +129,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
                 SubtitlesArg::Vtt => SubtitleFormat::Vtt,
             }),
             lexicons: args.lexicon.clone(),
+            book: args.book,
         },
     })
 }
@@ -193,6 +194,7 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         format: None,
         subtitles: None,
         lexicon: Vec::new(),
+        book: talker::book::BookOptions::default(),
         settings: RenderSettings::default(),
         threads: args.threads,
         batch_budget: 0,
@@ -225,6 +227,7 @@ pub fn run_preview(
         format: None,
         subtitles: None,
         lexicon: Vec::new(),
+        book: talker::book::BookOptions::default(),
         settings: RenderSettings {
             voice: args.voice.clone(),
             look: args.look.clone(),
@@ -267,7 +270,7 @@ pub fn run_convert(args: &ConvertArgs, global: &Global, ui: &Ui) -> Result<()> {
     );
     inputs.extend(args.lexicon.iter().map(|l| ("lexicon", l.as_path())));
     talker::guard::check_output(&args.output, &inputs)?;
-    let (mut script, notes) = talker::book::load_script(&args.input)?;
+    let (mut script, notes) = talker::book::load_script(&args.input, &args.book)?;
     for path in &args.lexicon {
         let more = talker::lexicon::Lexicon::load(path)?;
         script

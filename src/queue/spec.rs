@@ -261,7 +261,8 @@ impl Job {
         let script = input("script", &spec.script)?;
         let portrait = input("portrait", &spec.portrait)?;
         // A book (EPUB, Markdown, text) is read as `render` reads it, detected the same way.
-        crate::book::load_script(&script).map_err(|e| err("script", e.to_string()))?;
+        crate::book::load_script(&script, &crate::book::BookOptions::default())
+            .map_err(|e| err("script", e.to_string()))?;
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
         let confined = confine(&root, &spec.output).map_err(|m| err("output", m))?;

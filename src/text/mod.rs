@@ -131,6 +131,29 @@ pub fn split_sentences(text: &str, max_chars: usize) -> Vec<String> {
     sentences::split(text, max_chars)
 }
 
+/// A heading's Roman numeral spoken as a number: "XIV" → "Fourteen", "XIV." → "Fourteen." (a
+/// trailing period kept). `None` unless the whole text is one canonical numeral; `any_case` also
+/// takes lower case ("xiv"), for numerals a book marks as such.
+pub fn roman_heading(text: &str, any_case: bool) -> Option<String> {
+    let period = if text.trim().ends_with('.') { "." } else { "" };
+    let words = numbers::cardinal_u64(u64::from(roman_numeral(text, any_case)?));
+    let mut chars = words.chars();
+    let first = chars.next()?.to_uppercase();
+    Some(format!("{first}{}{period}", chars.as_str()))
+}
+
+/// The value of a text that is one canonical Roman numeral, a trailing period allowed ("XIV." →
+/// 14); upper case only unless `any_case`.
+pub fn roman_numeral(text: &str, any_case: bool) -> Option<u32> {
+    let text = text.trim();
+    let core = text.strip_suffix('.').unwrap_or(text);
+    let upper = core.to_ascii_uppercase();
+    if !any_case && upper != core {
+        return None;
+    }
+    roman::parse(&upper)
+}
+
 /// True if the text has anything a voice can say: a letter or digit after normalisation.
 pub fn is_speakable(text: &str) -> bool {
     normalize(text).chars().any(char::is_alphanumeric)

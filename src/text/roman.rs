@@ -212,4 +212,15 @@ mod tests {
             assert_eq!(parse(s), want, "{s}");
         }
     }
+
+    #[test]
+    fn headings_speak_the_number() {
+        use crate::text::roman_heading;
+        assert_eq!(roman_heading("XIV", false).as_deref(), Some("Fourteen"));
+        assert_eq!(roman_heading(" I. ", false).as_deref(), Some("One."));
+        assert_eq!(roman_heading("xxi", true).as_deref(), Some("Twenty-one"));
+        assert_eq!(roman_heading("xxi", false), None);
+        assert_eq!(roman_heading("IIII", true), None);
+        assert_eq!(roman_heading("Chapter I", true), None);
+    }
 }
