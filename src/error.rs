@@ -1,8 +1,8 @@
 //! One error type for the library, and the single place that decides the process exit code.
 //!
 //! Exit codes (documented in the README): 0 success, 2 bad input (script, portrait, voice,
-//! arguments, job spec), 1 anything else (missing assets, runtime, media, I/O, cache), 130 when
-//! cancelled by a signal.
+//! arguments, job spec), 3 `audio check` found a file that misses its standard, 1 anything else
+//! (missing assets, runtime, media, I/O, cache), 130 when cancelled by a signal.
 
 use std::path::PathBuf;
 
@@ -66,6 +66,13 @@ pub enum Error {
     Queue(#[from] QueueError),
     #[error("{failed} of {total} jobs failed; talker status shows their errors")]
     JobsFailed { failed: usize, total: usize },
+    /// `talker audio check`: the files were measured, and some miss the standard.
+    #[error("{failed} of {total} files miss the {standard} standard")]
+    CheckFailed {
+        failed: usize,
+        total: usize,
+        standard: &'static str,
+    },
 }
 
 impl Error {
@@ -96,6 +103,7 @@ impl Error {
                 }
             }
             Error::Cancelled => 130,
+            Error::CheckFailed { .. } => 3,
             Error::Assets(_)
             | Error::Cache(_)
             | Error::Io { .. }

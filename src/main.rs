@@ -77,6 +77,10 @@ fn main() -> ExitCode {
         } => cli::render_cmds::run_convert(args, &cli.global, &ui),
         Command::Cache { action } => cli::commands::run_cache(action, &cli.global, &ui),
         #[cfg(feature = "render")]
+        Command::Audio {
+            action: cli::args::AudioAction::Check(args),
+        } => cli::audio::run_check(args, &cli.global),
+        #[cfg(feature = "render")]
         Command::Enqueue(args) => cli::queue::run_enqueue(args, &cli.global),
         #[cfg(feature = "render")]
         Command::Batch(args) => cli::queue::run_batch(args, &cli.global, &cancel),
