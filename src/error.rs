@@ -3,8 +3,8 @@
 //! own errors stay in `queue`, and the binary joins the two (`cli/error.rs`).
 //!
 //! Exit codes (documented in the README): 0 success, 2 bad input (script, portrait, voice,
-//! arguments), 1 anything else (missing assets, runtime, media, I/O, cache), 130 when
-//! cancelled by a signal.
+//! arguments), 3 `audio check` found a file that misses its standard, 1 anything else
+//! (missing assets, runtime, media, I/O, cache), 130 when cancelled by a signal.
 
 use std::path::PathBuf;
 
@@ -59,6 +59,13 @@ pub enum Error {
     Cancelled,
     #[error("a worker thread stopped unexpectedly: {0}")]
     ThreadLost(String),
+    /// `talker audio check`: the files were measured, and some miss the standard.
+    #[error("{failed} of {total} files miss the {standard} standard")]
+    CheckFailed {
+        failed: usize,
+        total: usize,
+        standard: &'static str,
+    },
 }
 
 impl Error {
@@ -79,6 +86,7 @@ impl Error {
                 }
             }
             Error::Cancelled => 130,
+            Error::CheckFailed { .. } => 3,
             Error::Assets(_)
             | Error::Cache(_)
             | Error::Io { .. }

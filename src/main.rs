@@ -83,6 +83,10 @@ fn main() -> ExitCode {
             cli::commands::run_cache(action, &cli.global, &ui).map_err(Into::into)
         }
         #[cfg(feature = "render")]
+        Command::Audio {
+            action: cli::args::AudioAction::Check(args),
+        } => cli::audio::run_check(args, &cli.global).map_err(Into::into),
+        #[cfg(feature = "render")]
         Command::Enqueue(args) => cli::queue::run_enqueue(args, &cli.global),
         #[cfg(feature = "render")]
         Command::Batch(args) => cli::queue::run_batch(args, &cli.global, &cancel),

@@ -29,7 +29,7 @@ use crate::plan::Plan;
 use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{RenderReport, Written, phrase_hits};
-use crate::settings::{OutputKind, RenderOptions};
+use crate::settings::{Loudness, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechService};
 use crate::tts::Speech;
 
@@ -56,6 +56,15 @@ pub fn run(
     let clock = Clock::default();
     if let OutputKind::Audio(format) = opts.extra.format.unwrap_or(OutputKind::of(&opts.output)) {
         return audio::render_audio(opts, format, service, progress, cancel);
+    }
+    if let Some(standard) = Loudness::resolve(opts.extra.loudness, OutputKind::Mp4) {
+        // A video's audio is spread over its chunks and copied into the MP4 in one go; the
+        // two-pass leveller lives in the audio-only render.
+        return Err(Error::Usage(format!(
+            "--loudness {} is for audio-only outputs (.m4b, .m4a, .mp3, .wav), not the video {}; leave it off (the default for MP4) or render -o book.m4b",
+            standard.name(),
+            opts.output.display()
+        )));
     }
     let Prepared {
         script,

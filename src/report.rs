@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::media::loudness::Levelled;
 use crate::plan::Plan;
 use crate::progress::{Clock, Stage};
 use crate::speech::{SpeechEngine, SpeechService, SpeechStats};
@@ -35,6 +36,8 @@ pub struct RenderReport {
     pub wall_seconds: f64,
     /// Seconds per stage summed over threads.
     pub stage_seconds: HashMap<&'static str, f64>,
+    /// Audio-only renders with `--loudness`: what was measured and done.
+    pub loudness: Option<Levelled>,
 }
 
 /// The file a render wrote.
@@ -78,6 +81,7 @@ impl RenderReport {
                 .iter()
                 .map(|&s| (s.label(), clock.seconds(s)))
                 .collect(),
+            loudness: None,
         }
     }
 }

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::assets::Assets;
 use crate::cache::CacheLocation;
+use crate::media::loudness::Standard;
 use crate::media::{AudioFormat, SubtitleFormat, X264_PRESETS};
 use crate::script::kind;
 use crate::tts::select::SpeechSetup;
@@ -264,7 +265,7 @@ pub enum OutputKind {
 }
 
 impl OutputKind {
-    /// By extension: `.m4b`, `.m4a`, `.wav` are audio only; anything else is an MP4.
+    /// By extension: `.m4b`, `.m4a`, `.mp3`, `.wav` are audio only; anything else is an MP4.
     pub fn of(path: &Path) -> OutputKind {
         let ext = path
             .extension()
@@ -273,6 +274,7 @@ impl OutputKind {
             Some("m4b") => OutputKind::Audio(AudioFormat::M4b),
             Some("m4a") => OutputKind::Audio(AudioFormat::M4a),
             Some("wav") => OutputKind::Audio(AudioFormat::Wav),
+            Some("mp3") => OutputKind::Audio(AudioFormat::Mp3),
             _ => OutputKind::Mp4,
         }
     }
@@ -290,6 +292,26 @@ pub struct ExtraOptions {
     pub lexicons: Vec<PathBuf>,
     /// `--matter`, `--notes`, `--chapter-depth`: how a book is read (a job reads the defaults).
     pub book: crate::book::BookOptions,
+    /// `--loudness`: `None` is the output's default (ACX for audio only, off for an MP4).
+    pub loudness: Option<Loudness>,
+}
+
+/// `--loudness`: the standard an output is brought to, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loudness {
+    Off,
+    To(Standard),
+}
+
+impl Loudness {
+    /// What `loudness` means for `kind` when not given.
+    pub fn resolve(loudness: Option<Loudness>, kind: OutputKind) -> Option<Standard> {
+        match (loudness, kind) {
+            (Some(Loudness::To(s)), _) => Some(s),
+            (Some(Loudness::Off), _) | (None, OutputKind::Mp4) => None,
+            (None, OutputKind::Audio(_)) => Some(Standard::Acx),
+        }
+    }
 }
 
 /// One render: its inputs and output, its settings, and what the process lends it.

@@ -1,5 +1,6 @@
 //! Integration tests. They run on the real models that scripts/fetch-assets installs.
 
+mod audio;
 mod bad_input;
 mod books;
 mod cache;

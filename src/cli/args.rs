@@ -22,12 +22,13 @@ Examples:
   talker render examples/script.json examples/portrait.png -o talk.mp4
   talker render book.json face.jpg -o book.mp4 --framing head --size 720x720
   talker render book.epub -o book.m4b --subtitles vtt --lexicon names.json
+  talker render book.epub -o book.mp3 --loudness acx && talker audio check book.mp3
   talker script convert notes.md -o notes.json
   talker preview examples/script.json examples/portrait.png -o sheet.png
   talker cache stats
 
-Exit codes: 0 success, 2 bad input (script, portrait, voice, arguments), 1 other failure,
-130 interrupted. See the README for the script format.";
+Exit codes: 0 success, 2 bad input (script, portrait, voice, arguments), 3 `audio check` found
+a file that misses its standard, 1 other failure, 130 interrupted. See the README for the script format.";
 
 #[derive(Debug, Parser)]
 #[command(name = "talker", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
@@ -61,7 +62,7 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Render SCRIPT (JSON, EPUB, Markdown or text) spoken by PORTRAIT to an MP4, or to audio
-    /// only (.m4b, .m4a, .wav; no portrait).
+    /// only (.m4b, .m4a, .mp3, .wav; no portrait).
     #[cfg(feature = "render")]
     Render(RenderArgs),
     /// Draw a contact sheet: one labelled frame per mouth shape (viseme), taken from the script's
@@ -83,6 +84,12 @@ pub enum Command {
     Script {
         #[command(subcommand)]
         action: ScriptAction,
+    },
+    /// Measure audio files against a publishing standard (ACX, podcast, EBU R128 broadcast).
+    #[cfg(feature = "render")]
+    Audio {
+        #[command(subcommand)]
+        action: AudioAction,
     },
     /// Inspect or trim the cache.
     Cache {
@@ -140,6 +147,53 @@ pub enum CacheAction {
     },
 }
 
+#[cfg(feature = "render")]
+#[derive(Debug, Subcommand)]
+pub enum AudioAction {
+    /// Decode each FILE (anything FFmpeg reads) and print every rule of the standard, the
+    /// measured value and pass/fail: loudness per ITU BS.1770 / EBU R128, RMS, peaks, noise
+    /// floor (quietest RMS, 50 ms time constant) and room tone. Exit 0 when every file passes,
+    /// 3 when one misses a rule, 2 when one cannot be read.
+    Check(CheckArgs),
+}
+
+#[cfg(feature = "render")]
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Audio files to measure.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The rules to check against.
+    #[arg(long, value_enum, default_value_t = StandardArg::Acx)]
+    pub standard: StandardArg,
+}
+
+/// A publishing standard's loudness rules.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum StandardArg {
+    /// Audible's ACX: RMS -23 to -18 dB, peak <= -3 dBFS, noise floor <= -60 dB, 0.5-1 s of
+    /// room tone at the start and 1-5 s at the end, mono, 44.1 kHz.
+    Acx,
+    /// Podcasts (Apple): -16 LUFS stereo or -19 LUFS mono, true peak <= -1 dBTP.
+    Podcast,
+    /// EBU R128: -23 LUFS, true peak <= -1 dBTP.
+    Broadcast,
+}
+
+/// `--loudness`: a standard, or off.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LoudnessArg {
+    /// ACX: -20 dB RMS, peaks limited under -3 dBFS, room tone (a -70 dB noise) under all of
+    /// it with 0.75 s before and 2 s after; .mp3 and .m4b at 44.1 kHz, .mp3 at 192 kbps.
+    Acx,
+    /// -19 LUFS (the mono podcast target), true peak under -1 dBTP.
+    Podcast,
+    /// EBU R128: -23 LUFS, true peak under -1 dBTP.
+    Broadcast,
+    /// The speech as the voice made it.
+    Off,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ScriptAction {
     /// Write the JSON script that `talker render INPUT` would use, to read or edit it; rendering
@@ -175,6 +229,8 @@ pub enum FormatArg {
     M4a,
     /// 16-bit PCM at the voice's sample rate; no portrait needed.
     Wav,
+    /// MP3 (LAME, constant bit rate, 44.1 kHz mono) with ID3 title, author, album and chapters.
+    Mp3,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -240,7 +296,7 @@ pub struct RenderArgs {
     /// The portrait (PNG or JPEG, one clearly visible face); not needed for audio-only outputs.
     pub portrait: Option<PathBuf>,
     /// Output file; its extension picks the kind: .mp4 video, .m4b/.m4a AAC audio with chapters,
-    /// .wav 16-bit PCM [default: the script's name with .mp4, beside it].
+    /// .mp3, .wav 16-bit PCM [default: the script's name with .mp4, beside it].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Write this kind whatever the output's extension.
@@ -249,6 +305,11 @@ pub struct RenderArgs {
     /// Also write subtitles next to the output (book.m4b → book.srt), one cue per sentence.
     #[arg(long, value_enum)]
     pub subtitles: Option<SubtitlesArg>,
+    /// Bring the whole book to a loudness standard: measured over all of it (ITU BS.1770), one
+    /// gain, a peak limiter [default: acx for audio-only outputs, off for MP4 video, which takes
+    /// no other value].
+    #[arg(long, value_enum)]
+    pub loudness: Option<LoudnessArg>,
     /// Pronunciation lexicon (JSON: {"Nguyen": "win", "Siobhan": {"ipa": "ʃɪvˈɔːn"}}), applied
     /// after the script's own; repeat for several, later ones winning.
     #[arg(long, value_name = "FILE")]

@@ -1,6 +1,8 @@
 //! The binary's own code: arguments, the progress UI and the commands.
 
 pub mod args;
+#[cfg(feature = "render")]
+pub mod audio;
 pub mod commands;
 #[cfg(feature = "cuda")]
 pub mod engine;

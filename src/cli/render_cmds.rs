@@ -7,19 +7,20 @@ use std::time::Duration;
 
 use talker::assets::Assets;
 use talker::cache::CacheLocation;
+use talker::media::loudness::Standard;
 use talker::media::{AudioFormat, SubtitleFormat};
 use talker::pipeline;
 use talker::progress::{Event, Progress};
 use talker::report::RenderReport;
-use talker::settings::{ExtraOptions, OutputKind, RenderOptions, RenderSettings};
+use talker::settings::{ExtraOptions, Loudness, OutputKind, RenderOptions, RenderSettings};
 use talker::speech::SpeechService;
 use talker::tts::batch::BatchLimits;
 use talker::tts::select::{self, BackendChoice, SpeechSetup};
 use talker::{Error, Result};
 
 use super::args::{
-    BackendArg, BenchArgs, ConvertArgs, FormatArg, Global, PrecisionArg, PreviewArgs, RenderArgs,
-    SpeechArgs, SubtitlesArg,
+    BackendArg, BenchArgs, ConvertArgs, FormatArg, Global, LoudnessArg, PrecisionArg, PreviewArgs,
+    RenderArgs, SpeechArgs, SubtitlesArg,
 };
 use super::commands::cache_dir;
 use super::ui::{Ui, print_result};
@@ -123,6 +124,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
                 FormatArg::M4b => OutputKind::Audio(AudioFormat::M4b),
                 FormatArg::M4a => OutputKind::Audio(AudioFormat::M4a),
                 FormatArg::Wav => OutputKind::Audio(AudioFormat::Wav),
+                FormatArg::Mp3 => OutputKind::Audio(AudioFormat::Mp3),
             }),
             subtitles: args.subtitles.map(|s| match s {
                 SubtitlesArg::Srt => SubtitleFormat::Srt,
@@ -130,6 +132,12 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
             }),
             lexicons: args.lexicon.clone(),
             book: args.book,
+            loudness: args.loudness.map(|l| match l {
+                LoudnessArg::Off => Loudness::Off,
+                LoudnessArg::Acx => Loudness::To(Standard::Acx),
+                LoudnessArg::Podcast => Loudness::To(Standard::Podcast),
+                LoudnessArg::Broadcast => Loudness::To(Standard::Broadcast),
+            }),
         },
     })
 }
@@ -193,6 +201,7 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         output: None,
         format: None,
         subtitles: None,
+        loudness: None,
         lexicon: Vec::new(),
         book: talker::book::BookOptions::default(),
         settings: RenderSettings::default(),
@@ -226,6 +235,7 @@ pub fn run_preview(
         output: Some(args.output.clone()),
         format: None,
         subtitles: None,
+        loudness: None,
         lexicon: Vec::new(),
         book: talker::book::BookOptions::default(),
         settings: RenderSettings {

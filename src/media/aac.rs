@@ -1,7 +1,7 @@
-//! The output's single AAC track, fed with the chunks' PCM one packet at a time.
+//! The output's single AAC (or MP3) track, fed with the chunks' PCM one packet at a time.
 //!
 //! Input: s16 mono PCM at the chunks' sample rate, in order, across all chunks.
-//! Output: AAC-LC mono 48 kHz packets written to the MP4 muxer.
+//! Output: AAC-LC mono 48 kHz packets (or what a [`TrackCodec`] asks for) written to the muxer.
 //! Invariants: one encoder for the whole file, so chunk joins have no priming silence or
 //! gap; frames are exactly `frame_size` (1024) samples except the last, with pts counted
 //! in samples; leftovers wait in a FIFO until the next chunk's PCM arrives.
@@ -23,6 +23,22 @@ pub(crate) const AAC_RATE: u32 = 48_000;
 /// Plenty for speech in mono at 48 kHz with ffmpeg's native encoder.
 const AAC_BIT_RATE: usize = 96_000;
 
+/// Which encoder a track uses, at which rate and constant bit rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TrackCodec {
+    /// An FFmpeg encoder that takes planar f32 mono.
+    pub(crate) name: &'static str,
+    pub(crate) rate: u32,
+    pub(crate) bit_rate: usize,
+}
+
+/// The video's and the M4B's track.
+pub(crate) const AAC: TrackCodec = TrackCodec {
+    name: "aac",
+    rate: AAC_RATE,
+    bit_rate: AAC_BIT_RATE,
+};
+
 pub(crate) struct AacTrack {
     encoder: encoder::Audio,
     resampler: resampling::Context,
@@ -30,6 +46,7 @@ pub(crate) struct AacTrack {
     frame_size: usize,
     next_pts: i64,
     in_rate: u32,
+    rate: u32,
     stream_index: usize,
     stream_tb: Rational,
     path: PathBuf,
@@ -52,9 +69,20 @@ impl AacTrack {
         in_rate: u32,
         global_header: bool,
     ) -> Result<AacTrack, MediaError> {
-        let codec = encoder::find_by_name("aac").ok_or_else(|| MediaError::Ffmpeg {
+        AacTrack::open_codec(path, in_rate, global_header, AAC)
+    }
+
+    /// Opens `codec`'s encoder and a resampler from `in_rate` to its rate.
+    pub(crate) fn open_codec(
+        path: &Path,
+        in_rate: u32,
+        global_header: bool,
+        codec: TrackCodec,
+    ) -> Result<AacTrack, MediaError> {
+        let spec = codec;
+        let codec = encoder::find_by_name(spec.name).ok_or_else(|| MediaError::Ffmpeg {
             path: path.to_path_buf(),
-            step: "find aac encoder",
+            step: "find audio encoder",
             source: ffmpeg_next::Error::EncoderNotFound,
         })?;
         let mut enc = ff(
@@ -62,20 +90,22 @@ impl AacTrack {
             "create aac encoder",
             codec::Context::new_with_codec(codec).encoder().audio(),
         )?;
-        enc.set_rate(AAC_RATE as i32);
+        enc.set_rate(spec.rate as i32);
         enc.set_format(FLTP);
         enc.set_channel_layout(ChannelLayout::MONO);
         enc.set_channels(1);
-        enc.set_bit_rate(AAC_BIT_RATE);
-        enc.set_time_base(Rational::new(1, AAC_RATE as i32));
+        enc.set_bit_rate(spec.bit_rate);
+        enc.set_time_base(Rational::new(1, spec.rate as i32));
         if global_header {
             enc.set_flags(codec::Flags::GLOBAL_HEADER);
         }
         // The default "twoloop" coder made AAC most of the assembly time; "fast" is several times
         // quicker and transparent for speech at this bit rate.
         let mut opts = ffmpeg_next::Dictionary::new();
-        opts.set("aac_coder", "fast");
-        let encoder = ff(path, "open aac encoder", enc.open_with(opts))?;
+        if spec.name == "aac" {
+            opts.set("aac_coder", "fast");
+        }
+        let encoder = ff(path, "open audio encoder", enc.open_with(opts))?;
         let frame_size = encoder.frame_size() as usize;
         let resampler = ff(
             path,
@@ -86,7 +116,7 @@ impl AacTrack {
                 in_rate,
                 FLTP,
                 ChannelLayout::MONO,
-                AAC_RATE,
+                spec.rate,
             ),
         )?;
         Ok(AacTrack {
@@ -96,8 +126,9 @@ impl AacTrack {
             frame_size: frame_size.max(1),
             next_pts: 0,
             in_rate,
+            rate: spec.rate,
             stream_index: 0,
-            stream_tb: Rational::new(1, AAC_RATE as i32),
+            stream_tb: Rational::new(1, spec.rate as i32),
             path: path.to_path_buf(),
         })
     }
@@ -110,7 +141,7 @@ impl AacTrack {
             out.add_stream(self.encoder.codec()),
         )?;
         st.set_parameters(&self.encoder);
-        st.set_time_base(Rational::new(1, AAC_RATE as i32));
+        st.set_time_base(Rational::new(1, self.rate as i32));
         Ok(())
     }
 
@@ -135,8 +166,8 @@ impl AacTrack {
             .resampler
             .delay()
             .map_or(0, |d| d.output.max(0) as usize);
-        let room = pending + (pcm.len() * AAC_RATE as usize).div_ceil(self.in_rate as usize) + 16;
-        let mut resampled = mono(FLTP, room, AAC_RATE);
+        let room = pending + (pcm.len() * self.rate as usize).div_ceil(self.in_rate as usize) + 16;
+        let mut resampled = mono(FLTP, room, self.rate);
         ff(
             &self.path,
             "resample audio",
@@ -155,7 +186,7 @@ impl AacTrack {
             tail.set_format(FLTP);
             tail.set_channel_layout(ChannelLayout::MONO);
             tail.set_channels(1);
-            tail.set_rate(AAC_RATE);
+            tail.set_rate(self.rate);
             ff(
                 &self.path,
                 "flush resampler",
@@ -193,7 +224,7 @@ impl AacTrack {
         len: usize,
         out: &mut format::context::Output,
     ) -> Result<(), MediaError> {
-        let mut frame = mono(FLTP, len, AAC_RATE);
+        let mut frame = mono(FLTP, len, self.rate);
         frame
             .plane_mut::<f32>(0)
             .copy_from_slice(&self.fifo[start..start + len]);
@@ -201,7 +232,7 @@ impl AacTrack {
         self.next_pts += len as i64;
         ff(
             &self.path,
-            "send audio to aac encoder",
+            "send audio to the encoder",
             self.encoder.send_frame(&frame),
         )?;
         self.drain(out)
@@ -211,7 +242,7 @@ impl AacTrack {
         let mut packet = Packet::empty();
         while receive(&self.path, &mut self.encoder, &mut packet)? {
             packet.set_stream(self.stream_index);
-            packet.rescale_ts(Rational::new(1, AAC_RATE as i32), self.stream_tb);
+            packet.rescale_ts(Rational::new(1, self.rate as i32), self.stream_tb);
             ff(
                 &self.path,
                 "write audio packet",

@@ -1,5 +1,7 @@
 //! Audio-only outputs, written as the speech arrives: M4B/M4A (AAC-LC 48 kHz mono in the `ipod`
-//! flavour of MP4, with chapters, title and author) and WAV (16-bit PCM at the voice's rate).
+//! flavour of MP4, with chapters, title and author), MP3 (LAME, CBR, 44.1 kHz mono, ID3 tags and
+//! chapters) and WAV (16-bit PCM at the voice's rate). For ACX the AAC track is 44.1 kHz too
+//! and the MP3 192 kbps, as ACX asks.
 //!
 //! Input: title, author and chapters (times in seconds) up front; then s16 mono PCM in order, any
 //! number of pushes. Output: the file under its final name,
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next::{Dictionary, Rational, format};
 
-use super::aac::{AAC_RATE, AacTrack};
+use super::aac::{AAC, AacTrack, TrackCodec};
 use super::atomic::PartialFile;
 use super::error::{MediaError, ff, io};
 use super::subtitles::{MS, to_ms};
@@ -27,6 +29,35 @@ pub enum AudioFormat {
     M4a,
     /// 16-bit PCM, mono, at the voice's sample rate.
     Wav,
+    /// MP3 (LAME), constant bit rate, 44.1 kHz mono, ID3v2 title, artist, album and chapters.
+    Mp3,
+}
+
+/// ACX's sample rate.
+const ACX_RATE: u32 = 44_100;
+
+impl AudioFormat {
+    /// The encoder of a compressed kind; `acx` asks for ACX's 44.1 kHz and 192 kbps.
+    fn codec(self, acx: bool) -> Option<TrackCodec> {
+        match self {
+            AudioFormat::Wav => None,
+            AudioFormat::M4b | AudioFormat::M4a if acx => Some(TrackCodec {
+                rate: ACX_RATE,
+                ..AAC
+            }),
+            AudioFormat::M4b | AudioFormat::M4a => Some(AAC),
+            AudioFormat::Mp3 => Some(TrackCodec {
+                name: "libmp3lame",
+                rate: ACX_RATE,
+                bit_rate: if acx { 192_000 } else { 128_000 },
+            }),
+        }
+    }
+
+    /// The sample rate of the file written from speech at `voice_rate`.
+    pub fn output_rate(self, voice_rate: u32, acx: bool) -> u32 {
+        self.codec(acx).map_or(voice_rate, |c| c.rate)
+    }
 }
 
 /// WAV's sizes are 32-bit: about 27 hours of 22.05 kHz mono.
@@ -65,6 +96,7 @@ impl AudioWriter {
         kind: AudioFormat,
         sample_rate: u32,
         meta: &AudioMeta,
+        acx: bool,
     ) -> Result<AudioWriter, MediaError> {
         for (text, what) in [(&meta.title, "title"), (&meta.author, "author")] {
             if text.as_ref().is_some_and(|t| t.contains('\0')) {
@@ -94,9 +126,10 @@ impl AudioWriter {
                     bytes: 0,
                 }
             }
-            AudioFormat::M4b | AudioFormat::M4a => {
+            AudioFormat::M4b | AudioFormat::M4a | AudioFormat::Mp3 => {
                 init()?;
-                mp4_sink(output, partial.path(), kind, sample_rate, meta)?
+                let codec = kind.codec(acx).unwrap_or(AAC);
+                encoded_sink(output, partial.path(), kind, sample_rate, meta, codec)?
             }
         };
         Ok(AudioWriter {
@@ -128,7 +161,7 @@ impl AudioWriter {
         match self.sink {
             Sink::Mp4 { mut out, aac } => {
                 (*aac).finish(&mut out)?;
-                ff(&path, "write MP4 trailer (faststart)", out.write_trailer())?;
+                ff(&path, "write trailer", out.write_trailer())?;
                 drop(out);
             }
             Sink::Wav {
@@ -149,20 +182,22 @@ impl AudioWriter {
     }
 }
 
-fn mp4_sink(
+fn encoded_sink(
     output: &Path,
     temp: &Path,
     kind: AudioFormat,
     sample_rate: u32,
     meta: &AudioMeta,
+    codec: TrackCodec,
 ) -> Result<Sink, MediaError> {
-    let mut out = ff(
-        output,
-        "create output file",
-        format::output_as(temp, "ipod"),
-    )?;
+    let muxer = if kind == AudioFormat::Mp3 {
+        "mp3"
+    } else {
+        "ipod"
+    };
+    let mut out = ff(output, "create output file", format::output_as(temp, muxer))?;
     let global_header = out.format().flags().contains(format::Flags::GLOBAL_HEADER);
-    let mut aac = AacTrack::open(output, sample_rate, global_header)?;
+    let mut aac = AacTrack::open_codec(output, sample_rate, global_header, codec)?;
     aac.add_stream(&mut out)?;
     for (i, c) in meta.chapters.iter().enumerate() {
         let what = format!("chapter {i}");
@@ -182,28 +217,34 @@ fn mp4_sink(
         tags.set("artist", a);
         tags.set("album_artist", a);
     }
-    if kind == AudioFormat::M4b {
+    if matches!(kind, AudioFormat::M4b | AudioFormat::Mp3) {
         tags.set("genre", "Audiobook");
     }
     out.set_metadata(tags);
     let mut options = Dictionary::new();
-    options.set("movflags", "+faststart");
-    options.set(
-        "brand",
-        if kind == AudioFormat::M4b {
-            "M4B "
-        } else {
-            "M4A "
-        },
-    );
+    if kind == AudioFormat::Mp3 {
+        // ID3v2.4 (UTF-8 text, chapter frames) and a Xing header with the exact length.
+        options.set("id3v2_version", "4");
+        options.set("write_xing", "1");
+    } else {
+        options.set("movflags", "+faststart");
+        options.set(
+            "brand",
+            if kind == AudioFormat::M4b {
+                "M4B "
+            } else {
+                "M4A "
+            },
+        );
+    }
     ff(
         output,
-        "write MP4 header",
+        "write header",
         out.write_header_with(options).map(drop),
     )?;
     let tb = out
         .stream(0)
-        .map_or(Rational::new(1, AAC_RATE as i32), |s| s.time_base());
+        .map_or(Rational::new(1, codec.rate as i32), |s| s.time_base());
     aac.set_stream(0, tb);
     Ok(Sink::Mp4 {
         out,

@@ -40,6 +40,9 @@ pub enum MediaError {
     /// A chunk file that opens but is not a complete chunk written by `ChunkWriter`.
     #[error("{}: not a usable chunk: {reason}", path.display())]
     BadChunk { path: PathBuf, reason: String },
+    /// An audio file to measure that has nothing measurable.
+    #[error("{}: {reason}", path.display())]
+    BadAudio { path: PathBuf, reason: String },
     /// A chunk that cannot be concatenated with the first one.
     #[error("{}: {what} differs from the first chunk ({first} there, {found} here)", path.display())]
     ChunkMismatch {

@@ -12,6 +12,8 @@ mod aac;
 mod assemble;
 mod atomic;
 mod audio;
+mod check;
+pub mod loudness;
 pub use atomic::remove_stale_partials;
 mod chunk;
 mod error;
@@ -25,6 +27,7 @@ use std::sync::OnceLock;
 
 pub use assemble::{ChunkRef, assemble, write_mp4};
 pub use audio::{AudioFormat, AudioMeta, AudioWriter};
+pub use check::measure_file;
 pub use chunk::ChunkWriter;
 pub use error::MediaError;
 pub use probe::probe_chunk;

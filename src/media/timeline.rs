@@ -42,6 +42,22 @@ impl Timeline {
         self.offset += samples;
     }
 
+    /// Room tone of `lead` samples before everything laid out and `tail` after it: cues and
+    /// chapters move by `lead`, except a chapter at the very start, which takes the room tone in.
+    pub fn pad(&mut self, lead: u64, tail: u64) {
+        let shift = lead as f64 / self.sample_rate;
+        for (_, start) in &mut self.starts {
+            if *start > 0.0 {
+                *start += shift;
+            }
+        }
+        for cue in &mut self.cues {
+            cue.start += shift;
+            cue.end += shift;
+        }
+        self.offset += lead + tail;
+    }
+
     /// Seconds laid out so far.
     pub fn seconds(&self) -> f64 {
         self.offset as f64 / self.sample_rate
@@ -94,5 +110,25 @@ mod tests {
         );
         assert_eq!((cues[0].start, cues[0].end), (0.1, 0.5));
         assert_eq!((cues[1].start, cues[1].end), (2.0, 3.0));
+    }
+
+    #[test]
+    fn room_tone_moves_all_but_the_first_chapter() {
+        let mut t = Timeline::new(100);
+        t.chapter("One");
+        t.cue("a", (10, 50));
+        t.advance(200);
+        t.chapter("Two");
+        t.advance(100);
+        t.pad(50, 150);
+        let (chapters, cues) = t.finish();
+        assert_eq!(
+            chapters
+                .iter()
+                .map(|c| (c.start, c.end))
+                .collect::<Vec<_>>(),
+            [(0.0, 2.5), (2.5, 5.0)]
+        );
+        assert_eq!((cues[0].start, cues[0].end), (0.6, 1.0));
     }
 }

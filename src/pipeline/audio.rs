@@ -1,10 +1,13 @@
-//! Audio-only renders (`.m4b`, `.m4a`, `.wav`): script → speech → one audio file, no portrait.
+//! Audio-only renders (`.m4b`, `.m4a`, `.mp3`, `.wav`): script → speech → one audio file, no
+//! portrait.
 //!
 //! The face, frame and chunk-video stages are skipped. Two passes over the chunks, a window at a
 //! time: the first synthesises what the phrase cache lacks and measures every chunk (the MP4
-//! muxer wants the chapters before its header); the second reads the speech back from the cache
-//! into the streaming writer. Memory stays that of one window whatever the book's length, and
-//! chapters and subtitle cues are timed on the same sample clock as the audio written.
+//! muxer wants the chapters before its header) and, with `--loudness`, the whole book's loudness;
+//! the second reads the speech back from the cache through the leveller (one gain for the book,
+//! a peak limiter, ACX's room tone) into the streaming writer. Memory stays that of one window
+//! whatever the book's length, and chapters and subtitle cues are timed on the same sample clock
+//! as the audio written.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -12,12 +15,15 @@ use std::time::Instant;
 use crate::animate::{ChunkAudio, chunk_audio};
 use crate::cache::{Cache, CacheLocation, open_cache, report_warnings};
 use crate::error::{Error, Result};
+use crate::media::loudness::{
+    ACX_LEAD_SECONDS, ACX_TAIL_SECONDS, Levelled, Leveller, Meter, ROOM_TONE_DB, Standard,
+};
 use crate::media::{self, AudioFormat, AudioMeta, AudioWriter, Timeline};
 use crate::plan::Plan;
 use crate::prepare::{build_plan, load_inputs};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{RenderReport, Written};
-use crate::settings::RenderOptions;
+use crate::settings::{Loudness, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechService, speak};
 
 /// Chunks (about 20–30 s of speech each) synthesised before their audio is written.
@@ -68,10 +74,16 @@ pub(super) fn render_audio(
         stage: Stage::Speech,
         total: plan.utterances.len() as u64,
     });
+    let standard = Loudness::resolve(opts.extra.loudness, OutputKind::Audio(format));
+    let rate = plan.sample_rate;
+    let mut meter = standard.and_then(|_| Meter::new(1, rate));
     let mut lengths = Vec::with_capacity(plan.chunks.len());
-    let mut timeline = Timeline::new(plan.sample_rate);
+    let mut timeline = Timeline::new(rate);
     speaker.each_chunk(
         |c, audio| {
+            if let Some(m) = &mut meter {
+                m.add_i16(&audio.pcm);
+            }
             let samples = audio.pcm.len();
             plan.place_chunk(&mut timeline, c, &audio.sentence_spans, samples as u64);
             lengths.push(samples);
@@ -87,17 +99,46 @@ pub(super) fn render_audio(
     progress.event(Event::Finish {
         stage: Stage::Speech,
     });
+    let mut plan_levelling = |standard: Standard, before: &Meter| {
+        let before = before.figures();
+        let gain_db = standard.gain_db(&before);
+        let pad = |want: f64, have: f64| ((want - have).max(0.0) * f64::from(rate)).round() as u64;
+        let (lead, tail, noise) = match standard {
+            Standard::Acx => (
+                pad(ACX_LEAD_SECONDS, before.lead_seconds),
+                pad(ACX_TAIL_SECONDS, before.tail_seconds),
+                Some((ROOM_TONE_DB, opts.settings.look.seed)),
+            ),
+            Standard::Podcast | Standard::Broadcast => (0, 0, None),
+        };
+        timeline.pad(lead, tail);
+        let leveller = Leveller::new(
+            standard,
+            gain_db,
+            rate,
+            (lead as usize, tail as usize),
+            noise,
+        );
+        (leveller, before, gain_db)
+    };
+    let mut levelling = match (standard, &meter) {
+        (Some(s), Some(m)) => Some((s, plan_levelling(s, m))),
+        _ => None,
+    };
     let audio_seconds = timeline.seconds();
 
     // Pass 2: the same speech, now all from the phrase cache, into the file.
-    let (bytes, subtitles) = timed(progress, &clock, Stage::Assemble, || {
+    let (bytes, subtitles, loudness) = timed(progress, &clock, Stage::Assemble, || {
         let meta = AudioMeta {
             title: script.title.clone(),
             author: script.author.clone(),
             chapters: timeline.chapters(),
         };
         media::remove_stale_partials(&opts.output);
-        let mut writer = AudioWriter::create(&opts.output, format, plan.sample_rate, &meta)?;
+        let acx = standard == Some(Standard::Acx);
+        let mut writer = AudioWriter::create(&opts.output, format, rate, &meta, acx)?;
+        let mut after = levelling.as_ref().and_then(|_| Meter::new(1, rate));
+        let mut levelled = Vec::new();
         speaker.each_chunk(
             |c, audio| {
                 if audio.pcm.len() != lengths[c] {
@@ -110,17 +151,37 @@ pub(super) fn render_audio(
                         ),
                     });
                 }
-                Ok(writer.push(&audio.pcm)?)
+                match (&mut levelling, &mut after) {
+                    (Some((_, (leveller, _, _))), Some(after)) => {
+                        levelled.clear();
+                        leveller.push(&audio.pcm, &mut levelled);
+                        after.add_i16(&levelled);
+                        Ok(writer.push(&levelled)?)
+                    }
+                    _ => Ok(writer.push(&audio.pcm)?),
+                }
             },
             |_| {},
         )?;
+        let mut report = None;
+        if let (Some((standard, (leveller, before, gain_db))), Some(mut after)) =
+            (levelling.take(), after)
+        {
+            levelled.clear();
+            leveller.finish(&mut levelled);
+            after.add_i16(&levelled);
+            writer.push(&levelled)?;
+            let mut after = after.figures();
+            after.sample_rate = format.output_rate(rate, acx);
+            report = Some(judged(opts, standard, before, gain_db, after, progress));
+        }
         let bytes = writer.finish()?;
         let subtitles = opts
             .extra
             .subtitles
             .map(|f| media::write_sidecar(&opts.output, timeline.cues(), f))
             .transpose()?;
-        Ok::<_, Error>((bytes, subtitles))
+        Ok::<_, Error>((bytes, subtitles, report))
     })?;
 
     let written = Written {
@@ -129,9 +190,47 @@ pub(super) fn render_audio(
         bytes,
         audio_seconds,
     };
-    Ok(RenderReport::new(
-        written, &plan, &engine, service, &clock, wall,
-    ))
+    Ok(RenderReport {
+        loudness,
+        ..RenderReport::new(written, &plan, &engine, service, &clock, wall)
+    })
+}
+
+/// The standard's rules applied to the levelled book; each one it misses is warned about.
+fn judged(
+    opts: &RenderOptions,
+    standard: Standard,
+    before: media::loudness::Figures,
+    gain_db: f64,
+    after: media::loudness::Figures,
+    progress: &dyn Progress,
+) -> Levelled {
+    let criteria = standard.judge(&after);
+    for c in criteria.iter().filter(|c| !c.pass) {
+        let hint = match c.name {
+            "sample_rate" | "channels" => "; ACX takes MP3: render -o book.mp3",
+            "room_tone_start" | "room_tone_end" => "; the book starts or ends with a long pause",
+            _ => "",
+        };
+        progress.event(Event::Warning {
+            message: format!(
+                "{}: not to the {} standard: {} is {:.2} {}, must be {}{hint}",
+                opts.output.display(),
+                standard.name(),
+                c.name,
+                c.value,
+                c.unit,
+                c.rule
+            ),
+        });
+    }
+    Levelled {
+        standard,
+        before,
+        gain_db,
+        after,
+        criteria,
+    }
 }
 
 /// What speaking the book a window at a time needs.
