@@ -211,7 +211,10 @@ fn run_threads(
     let errors: Mutex<Vec<Error>> = Mutex::new(Vec::new());
     let fail = |e: Error| {
         shared.stop.store(true, Ordering::Relaxed);
-        errors.lock().expect("error list").push(e);
+        errors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(e);
     };
     let workers = shared.workers.min(todo.len()).max(1);
     let joined = AtomicBool::new(false);
@@ -249,7 +252,10 @@ fn run_threads(
                             break;
                         }
                         match render_one(shared, i, &audio, frames_done) {
-                            Ok(d) => results.lock().expect("results").push((i, d)),
+                            Ok(d) => results
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push((i, d)),
                             Err(e) => {
                                 fail(e);
                                 break;

@@ -289,11 +289,19 @@ impl Cache {
 
     /// Warnings about damage found (and repaired) since the last call.
     pub fn take_warnings(&self) -> Vec<String> {
-        std::mem::take(&mut *self.warnings.lock().expect("cache warnings"))
+        std::mem::take(
+            &mut *self
+                .warnings
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     fn warn(&self, message: String) {
-        self.warnings.lock().expect("cache warnings").push(message);
+        self.warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(message);
     }
 
     pub fn dir(&self) -> &Path {

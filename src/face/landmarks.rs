@@ -36,8 +36,6 @@ pub enum Eye {
 
 impl Landmarks {
     pub const JAW: Range<usize> = 0..17;
-    pub const LEFT_BROW: Range<usize> = 17..22;
-    pub const RIGHT_BROW: Range<usize> = 22..27;
     pub const NOSE: Range<usize> = 27..36;
     pub const LEFT_EYE: Range<usize> = 36..42;
     pub const RIGHT_EYE: Range<usize> = 42..48;

@@ -16,14 +16,15 @@ use crate::tts::cuda::program::Plan;
 use crate::tts::cuda::program::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
 use crate::tts::cuda::tensor::DType;
 
-/// Highest tensor rank the kernels index (Piper's graphs use at most 5).
+/// Highest tensor rank the kernels index (Piper's graphs use at most 5); the kernel source's
+/// `Dims` and `Strides` and their Rust twins in `memory.rs` are sized by it.
 pub const MAX_RANK: usize = 6;
 
 const COMMON: &str = r#"
 typedef long long i64;
 typedef unsigned char u8;
-struct Dims { i64 d[6]; int rank; };
-struct Strides { i64 s[6]; };
+struct Dims { i64 d[MAX_RANK]; int rank; };
+struct Strides { i64 s[MAX_RANK]; };
 #define LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 #ifdef __CUDACC__
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
@@ -396,7 +397,8 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
 
 /// The kernels every plan has: the helpers, the typed kernels per storage type, the fixed set.
 fn fixed_source() -> String {
-    let mut src = String::from(COMMON);
+    let mut src = format!("#define MAX_RANK {MAX_RANK}\n");
+    src.push_str(COMMON);
     for t in [DType::F32, DType::I64, DType::Bool] {
         src.push_str(
             &TYPED

@@ -17,6 +17,7 @@ use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use cudarc::driver::{CudaFunction, result};
 
 use super::GpuError;
+use super::kernels::MAX_RANK;
 use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
 
 /// Who frees a buffer.
@@ -47,15 +48,6 @@ impl DevBuf {
     /// Hands the buffer to a graph record: dropping it no longer frees anything.
     pub fn disown(&self) {
         self.owner.set(Owner::Borrowed);
-    }
-
-    /// A non-owning handle on memory that lives elsewhere (a replayed graph's output).
-    pub fn borrowed(ptr: CUdeviceptr, stream: CUstream) -> Rc<DevBuf> {
-        Rc::new(DevBuf {
-            ptr,
-            stream,
-            owner: Cell::new(Owner::Borrowed),
-        })
     }
 }
 
@@ -336,11 +328,11 @@ impl Params {
     }
 }
 
-/// Up to six dimensions, as the kernels' `Dims` struct.
+/// Up to [`MAX_RANK`] dimensions, as the kernels' `Dims` struct.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
-    pub d: [i64; 6],
+    pub d: [i64; MAX_RANK],
     pub rank: i32,
 }
 
@@ -348,17 +340,17 @@ pub struct Dims {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Strides {
-    pub s: [i64; 6],
+    pub s: [i64; MAX_RANK],
 }
 
 pub fn dims(shape: &[usize]) -> Result<Dims, GpuError> {
-    if shape.len() > 6 {
+    if shape.len() > MAX_RANK {
         return Err(GpuError::Other(format!(
-            "rank {} is above the kernels' 6",
+            "rank {} is above the kernels' {MAX_RANK}",
             shape.len()
         )));
     }
-    let mut d = [1i64; 6];
+    let mut d = [1i64; MAX_RANK];
     for (i, &v) in shape.iter().enumerate() {
         d[i] = v as i64;
     }
@@ -369,8 +361,8 @@ pub fn dims(shape: &[usize]) -> Result<Dims, GpuError> {
 }
 
 pub fn strides(s: &[isize]) -> Strides {
-    let mut out = [0i64; 6];
-    for (i, &v) in s.iter().take(6).enumerate() {
+    let mut out = [0i64; MAX_RANK];
+    for (i, &v) in s.iter().take(MAX_RANK).enumerate() {
         out[i] = v as i64;
     }
     Strides { s: out }
