@@ -221,32 +221,22 @@ fn a_cache_from_a_newer_talker_is_left_alone() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "99");
 }
 
-/// `cache gc` while a render runs: the chunks and phrases that render looked up and uses stay,
-/// so it still assembles; once it has finished, gc removes them.
-#[test]
-fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let cache = d.join("cache");
-    let short = r#"{"segments": [{"text": "The first part is short and already cached."},
+/// Two cached sentences, then twelve new ones in one segment: a render of it reuses what the
+/// first render cached, then spends seconds on speech.
+const GC_SHORT: &str = r#"{"segments": [{"text": "The first part is short and already cached."},
         {"text": "The second part is cached as well, from the render before."}]}"#;
-    let script_a = write_script(d, "a.json", short);
-    let report = render_json(d, &script_a, &d.join("a.mp4"), SMALL);
-    assert_eq!(report["chunks"], 2, "{report}");
 
-    // The same two segments, then a long new one: the render reuses both chunks, then spends
-    // seconds on speech, and gc runs meanwhile.
+fn gc_longer() -> String {
     let long: Vec<String> = (0..12)
         .map(|i| format!("This is new sentence number {i}, which nobody has spoken before."))
         .collect();
-    let longer = short.replace("]}", &format!(r#", {{"text": "{}"}}]}}"#, long.join(" ")));
-    let script_b = write_script(d, "b.json", &longer);
-    let mut child = talker(d)
-        .args(["render", "--json", "--threads", "1", "-o"])
-        .arg(d.join("b.mp4"))
-        .arg(&script_b)
-        .arg(repo("examples/portrait.png"))
-        .args(SMALL)
+    GC_SHORT.replace("]}", &format!(r#", {{"text": "{}"}}]}}"#, long.join(" ")))
+}
+
+/// Starts `render` (with `--json`), reads its events until speech starts, then runs
+/// `cache gc --max-size 0` and returns its report, the render, the events seen and the rest.
+fn gc_while_rendering(d: &Path, mut render: Command) -> (Value, std::process::Child, Vec<String>) {
+    let mut child = render
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -267,16 +257,41 @@ fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
         .unwrap();
     assert_success(&o);
     let gc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    seen.extend(events.map_while(std::result::Result::ok));
+    (gc, child, seen)
+}
+
+/// `cache gc` while a render runs: the chunks and phrases that render looked up and uses stay,
+/// so it still assembles; once it has finished, gc removes them.
+#[test]
+fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = d.join("cache");
+    let script_a = write_script(d, "a.json", GC_SHORT);
+    let report = render_json(d, &script_a, &d.join("a.mp4"), SMALL);
+    assert_eq!(report["chunks"], 2, "{report}");
+
+    // The same two segments, then a long new one: the render reuses both chunks, then spends
+    // seconds on speech, and gc runs meanwhile.
+    let script_b = write_script(d, "b.json", &gc_longer());
+    let mut render = talker(d);
+    render
+        .args(["render", "--json", "--threads", "1", "-o"])
+        .arg(d.join("b.mp4"))
+        .arg(&script_b)
+        .arg(repo("examples/portrait.png"))
+        .args(SMALL);
+    let (gc, mut child, seen) = gc_while_rendering(d, render);
     assert!(
         gc["kept_in_use"].as_u64().unwrap() >= 2,
         "the reused chunks (and their phrases) are kept: {gc}\n{seen:?}"
     );
     assert_eq!(gc["removed_chunks"], 0, "{gc}");
-    let rest: Vec<String> = events.map_while(std::result::Result::ok).collect();
     let status = child.wait().unwrap();
     let mut stdout = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
-    assert!(status.success(), "the render survives gc: {rest:?}");
+    assert!(status.success(), "the render survives gc: {seen:?}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["chunks_reused"], 2, "{report}");
     assert!(d.join("b.mp4").is_file());
@@ -305,9 +320,7 @@ fn cache_gc_beside_a_running_render_keeps_what_it_uses() {
 fn cache_gc_beside_a_running_m4b_render_keeps_its_phrases() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let short = r#"{"segments": [{"text": "The first part is short and already cached."},
-        {"text": "The second part is cached as well, from the render before."}]}"#;
-    let script_a = write_script(d, "a.json", short);
+    let script_a = write_script(d, "a.json", GC_SHORT);
     let o = talker(d)
         .args(["render", "--quiet", "-o"])
         .arg(d.join("a.m4b"))
@@ -315,42 +328,19 @@ fn cache_gc_beside_a_running_m4b_render_keeps_its_phrases() {
         .output()
         .unwrap();
     assert_success(&o);
-    let long: Vec<String> = (0..12)
-        .map(|i| format!("This is new sentence number {i}, which nobody has spoken before."))
-        .collect();
-    let longer = short.replace("]}", &format!(r#", {{"text": "{}"}}]}}"#, long.join(" ")));
-    let script_b = write_script(d, "b.json", &longer);
-    let mut child = talker(d)
+    let script_b = write_script(d, "b.json", &gc_longer());
+    let mut render = talker(d);
+    render
         .args(["render", "--json", "--threads", "1", "-o"])
         .arg(d.join("b.m4b"))
-        .arg(&script_b)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut events = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for line in events.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        let v: Value = serde_json::from_str(&line).unwrap_or_default();
-        if v["event"] == "start" && v["stage"] == "speech" {
-            break;
-        }
-    }
-    let o = talker(d)
-        .args(["cache", "gc", "--json", "--max-size", "0"])
-        .output()
-        .unwrap();
-    assert_success(&o);
-    let gc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        .arg(&script_b);
+    let (gc, mut child, seen) = gc_while_rendering(d, render);
     assert!(
         gc["kept_in_use"].as_u64().unwrap() >= 2,
         "the cached phrases the render uses are kept: {gc}\n{seen:?}"
     );
-    let rest: Vec<String> = events.map_while(std::result::Result::ok).collect();
     let status = child.wait().unwrap();
-    assert!(status.success(), "the render survives gc: {rest:?}");
+    assert!(status.success(), "the render survives gc: {seen:?}");
     let probe = Command::new("ffprobe")
         .args([
             "-v",
