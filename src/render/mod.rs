@@ -219,7 +219,7 @@ impl FaceRig {
     /// interpolated between, one fixed-point bilinear sample a pixel; everything else is shaded
     /// as [`render_exact`](Self::render_exact) does (see `cells.rs`). A frame so costs in
     /// proportion to the pixels the pose moves, with a small constant, however large the face;
-    /// it matches the exact frame to a twentieth of a pixel in position.
+    /// its source positions stay within about a tenth of a pixel of the exact frame's.
     ///
     /// # Panics
     /// If `out` has the wrong length.
@@ -229,8 +229,8 @@ impl FaceRig {
     }
 
     /// The same frame as [`render`](Self::render) with every pixel of the changing region shaded
-    /// exactly, nothing interpolated: the reference `render` is measured against, several times
-    /// slower on a large face.
+    /// exactly, nothing interpolated: the reference `render` is measured against, 2-2.5 times
+    /// slower on a close-up.
     ///
     /// # Panics
     /// If `out` has the wrong length.
