@@ -85,6 +85,43 @@ impl Rgb {
     }
 }
 
+impl Rgb {
+    /// Fills `row` (RGB24) with [`bilinear_u8`](Self::bilinear_u8) samples along a row of an
+    /// interpolated cell: pixel `k` samples at `a + b·k + c·k²` (the row's quadratic), stepped
+    /// by forward differences in 16.16 fixed point. Positions are clamped to the image, as
+    /// `bilinear_u8` does.
+    pub fn sample_row(&self, row: &mut [u8], a: [f32; 2], b: [f32; 2], c: [f32; 2]) {
+        let fixed = |v: f32| (v * 65536.0) as i32;
+        // Half a 1/256 px up front: positions round to the weights' grid, so a warp that moves
+        // a pixel by less than that copies it exactly, as the float path does.
+        let (mut x, mut y) = (fixed(a[0]) + 128, fixed(a[1]) + 128);
+        let (mut dx, mut dy) = (fixed(b[0] + c[0]), fixed(b[1] + c[1]));
+        let (ddx, ddy) = (fixed(2.0 * c[0]), fixed(2.0 * c[1]));
+        // Top-left corners of the 2×2 neighbourhood stop one short of the last row and
+        // column; a position on them (or past them) weighs the far pixel fully instead.
+        let (cx, cy) = ((self.width - 2) as i32, (self.height - 2) as i32);
+        let stride = self.width * 3;
+        let d = &self.data;
+        for px in row.chunks_exact_mut(3) {
+            let (xs, ys) = (x >> 8, y >> 8);
+            let (x0, y0) = ((xs >> 8).clamp(0, cx), (ys >> 8).clamp(0, cy));
+            let fx = (xs - (x0 << 8)).clamp(0, 256) as u32;
+            let fy = (ys - (y0 << 8)).clamp(0, 256) as u32;
+            let i = y0 as usize * stride + x0 as usize * 3;
+            let (top, bottom) = (&d[i..i + 6], &d[i + stride..i + stride + 6]);
+            for k in 0..3 {
+                let t = u32::from(top[k]) * (256 - fx) + u32::from(top[k + 3]) * fx;
+                let b = u32::from(bottom[k]) * (256 - fx) + u32::from(bottom[k + 3]) * fx;
+                px[k] = ((t * (256 - fy) + b * fy + 32768) >> 16) as u8;
+            }
+            x = x.wrapping_add(dx);
+            y = y.wrapping_add(dy);
+            dx = dx.wrapping_add(ddx);
+            dy = dy.wrapping_add(ddy);
+        }
+    }
+}
+
 /// Writes a colour, rounded and clamped to 0..=255.
 #[inline]
 pub(crate) fn put(out: &mut [u8], i: usize, c: [f32; 3]) {

@@ -678,3 +678,198 @@ fn a_closed_mouth_portrait_opens_with_synthetic_teeth_and_cavity() {
         .count();
     assert!(new_teeth >= 2, "no synthetic teeth above the cavity");
 }
+
+/// A square crop of 1.5 face widths about the face, scaled to `side` px (bilinear), with its
+/// landmarks moved alike: the face fills the frame, as in a close-up.
+fn close_up(side: u32) -> (image::RgbImage, [P; 68]) {
+    let img = portrait();
+    let lm = landmarks();
+    let (xs, ys) = (lm.map(|p| p[0]), lm.map(|p| p[1]));
+    let lo = |v: [f32; 68]| v.iter().copied().fold(f32::MAX, f32::min);
+    let hi = |v: [f32; 68]| v.iter().copied().fold(f32::MIN, f32::max);
+    let (x0, y0, x1, y1) = (lo(xs), lo(ys), hi(xs), hi(ys));
+    let crop = 1.5 * (x1 - x0).max(y1 - y0);
+    let (cx, cy) = (0.5 * (x0 + x1) - 0.5 * crop, 0.5 * (y0 + y1) - 0.5 * crop);
+    let k = side as f32 / crop;
+    let src = Rgb::from_image(&img);
+    let out = image::RgbImage::from_fn(side, side, |x, y| {
+        let v = src.bilinear(cx + x as f32 / k, cy + y as f32 / k);
+        image::Rgb(v.map(|v| (v + 0.5) as u8))
+    });
+    (out, lm.map(|p| [(p[0] - cx) * k, (p[1] - cy) * k]))
+}
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let se: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+        .sum();
+    10.0 * (255.0f64 * 255.0 * a.len() as f64 / se.max(1e-9)).log10()
+}
+
+/// The portraits the fast renderer is checked on: the example, a close-up, a tilted upscale.
+fn fast_cases() -> Vec<(image::RgbImage, [P; 68])> {
+    vec![
+        (portrait(), landmarks()),
+        close_up(600),
+        transformed(12.0, 700),
+    ]
+}
+
+/// Every viseme with the head still and moved, blinking or not, plus the extreme poses.
+fn fast_poses() -> Vec<FramePose> {
+    let mut out = poses();
+    for (i, v) in Viseme::ALL.iter().enumerate() {
+        let t = i as f32;
+        out.push(FramePose {
+            mouth: v.pose(),
+            blink: if i % 3 == 0 {
+                1.0
+            } else {
+                0.3 * (i % 2) as f32
+            },
+            head: HeadPose {
+                dx: 0.05 * (0.9 * t).sin(),
+                dy: 0.04 * (0.7 * t).cos(),
+                roll: 0.03 * (0.5 * t).sin(),
+            },
+        });
+    }
+    out
+}
+
+#[test]
+fn fast_frames_match_the_exact_renderer_on_small_faces_and_close_ups() {
+    for (n, (img, lm)) in fast_cases().iter().enumerate() {
+        let rig = FaceRig::new(img, lm).expect("rig");
+        let mut exact = vec![0u8; img.as_raw().len()];
+        for pose in fast_poses() {
+            rig.render_exact(&pose, &mut exact);
+            let fast = render(&rig, &pose);
+            let db = psnr(&fast, &exact);
+            assert!(db >= 45.0, "case {n} pose {pose:?}: {db:.1} dB");
+        }
+    }
+}
+
+/// CIELAB (D65) of an sRGB colour, as tests/lipsync.rs measures lips against the cheek.
+fn lab(c: [f64; 3]) -> [f64; 3] {
+    let lin = |v: f64| {
+        let v = v / 255.0;
+        if v <= 0.04045 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let [r, g, b] = c.map(lin);
+    let x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047;
+    let y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    let z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
+    let f = |t: f64| {
+        if t > 0.008856 {
+            t.cbrt()
+        } else {
+            7.787 * t + 16.0 / 116.0
+        }
+    };
+    let (fx, fy, fz) = (f(x), f(y), f(z));
+    [116.0 * fy - 16.0, 500.0 * (fx - fy), 200.0 * (fy - fz)]
+}
+
+/// The two lip corners' distances (px) from the mouth's middle along the mouth, found as
+/// tests/lipsync.rs finds them: the last half-pixel step, walking out, at which some row across
+/// the mouth is redder or much darker than the cheeks.
+fn lip_corners(frame: &[u8], w: usize, h: usize, lm: &[P; 68]) -> [f32; 2] {
+    let (l, r) = (lm[48], lm[54]);
+    let c = [(l[0] + r[0]) / 2.0, (l[1] + r[1]) / 2.0];
+    let half = ((r[0] - l[0]).powi(2) + (r[1] - l[1]).powi(2)).sqrt() / 2.0;
+    let u = [(r[0] - l[0]) / (2.0 * half), (r[1] - l[1]) / (2.0 * half)];
+    let v = [-u[1], u[0]];
+    let at = |a: f32, b: f32| {
+        let (x, y) = (c[0] + a * u[0] + b * v[0], c[1] + a * u[1] + b * v[1]);
+        let x = x.round().clamp(0.0, w as f32 - 1.0) as usize;
+        let y = y.round().clamp(0.0, h as f32 - 1.0) as usize;
+        lab(px(frame, w, x, y).map(f64::from))
+    };
+    let mut cheek = [0.0f64; 3];
+    for side in [-1.0f32, 1.0] {
+        for i in 0..5 {
+            let p = at(side * 1.7 * half, (i as f32 - 2.0) * 0.05 * half);
+            (0..3).for_each(|k| cheek[k] += p[k] / 10.0);
+        }
+    }
+    let mouth = |a: f32| {
+        (0..=14).any(|i| {
+            let p = at(a, (i as f32 / 14.0 - 0.5) * 0.7 * half);
+            p[1] >= cheek[1] + 5.0 || p[0] <= cheek[0] - 20.0
+        })
+    };
+    let extent = |side: f32| {
+        let (mut last, mut a, mut gap) = (0.0f32, 0.0f32, 0);
+        while a < 1.6 * half && gap < 2 {
+            if mouth(side * a) {
+                (last, gap) = (a, 0);
+            } else {
+                gap += 1;
+            }
+            a += 0.5;
+        }
+        last
+    };
+    [extent(-1.0), extent(1.0)]
+}
+
+/// The defect that took the first cell renderer out: interpolating across the lips' corners
+/// (where the horizontal scaling stops) kept spread lips from widening in pixels. The fast
+/// frame must put the corners where the exact one does (the measure steps by half a pixel and
+/// thresholds colour, so two steps of slack), and no channel may differ by more than a tenth
+/// of a pixel's shift across a strong edge explains.
+#[test]
+fn lip_corners_and_lips_match_the_exact_renderer_for_spread_and_rounded_mouths() {
+    let shaped: Vec<MouthPose> = Viseme::ALL
+        .iter()
+        .map(|v| v.pose())
+        .filter(|p| p.round >= 0.5 || (p.width >= 0.25 && p.round == 0.0))
+        .collect();
+    assert!(shaped.len() >= 4);
+    for (n, (img, lm)) in fast_cases().iter().enumerate() {
+        let rig = FaceRig::new(img, lm).expect("rig");
+        let (w, h) = (img.width() as usize, img.height() as usize);
+        let mut exact = vec![0u8; img.as_raw().len()];
+        for (i, m) in shaped.iter().enumerate() {
+            for head in [
+                HeadPose::default(),
+                HeadPose {
+                    dx: 0.03,
+                    dy: -0.02,
+                    roll: 0.02 * (i as f32 - 2.0),
+                },
+            ] {
+                let pose = FramePose {
+                    mouth: *m,
+                    blink: 0.0,
+                    head,
+                };
+                rig.render_exact(&pose, &mut exact);
+                let fast = render(&rig, &pose);
+                let (a, b) = (lip_corners(&fast, w, h, lm), lip_corners(&exact, w, h, lm));
+                assert!(
+                    (a[0] - b[0]).abs() <= 1.0 && (a[1] - b[1]).abs() <= 1.0,
+                    "case {n} pose {pose:?}: corners {a:?} fast, {b:?} exact"
+                );
+                let worst = fast
+                    .iter()
+                    .zip(&exact)
+                    .map(|(&p, &q)| p.abs_diff(q))
+                    .max()
+                    .unwrap_or(0);
+                assert!(
+                    worst <= 24,
+                    "case {n} pose {pose:?}: a channel differs by {worst}"
+                );
+            }
+        }
+    }
+}

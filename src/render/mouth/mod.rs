@@ -108,6 +108,9 @@ pub(crate) struct MouthFrame {
     round: f32,
     /// How far rounded lips lower (or raise) their corners towards the seam's middle.
     level: f32,
+    /// Width (px) of the band beyond the opening's edges where [`MouthRig::shade`] does more
+    /// than sample the warped portrait: lip cleaning, and the pout's shadow on rounded lips.
+    band: f32,
 }
 
 impl MouthRig {
@@ -264,6 +267,7 @@ impl MouthRig {
             round: p.round,
             // At most 0.2 W, so the vertical map's slope stays under 0.75 (no fold).
             level: p.round * self.seam.clamp(-0.2 * w, 0.2 * w),
+            band: if p.round > 0.0 { 0.2 } else { 0.12 } * w + 0.5,
         }
     }
 
@@ -282,6 +286,23 @@ impl MouthRig {
         }
         let hole = self.interior(f, img, at.local, at.s, y - at.top, at.bot - at.top);
         Some(mix(lip, hole, at.cover))
+    }
+
+    /// How far (px) `at` lies from where [`shade`](Self::shade) does more than sample the
+    /// portrait at `at.src`: past the opening's edges by more than the lip band, or beyond the
+    /// inner corners (`s` changes by at most 2 / W per destination pixel, hence the half). A
+    /// pixel at a positive distance `d` has colour `bilinear(at.src)` and so have its neighbours
+    /// up to about `d / 3` px away (the edges' slopes stay under 2).
+    #[inline]
+    pub fn clear(&self, f: &MouthFrame, at: &Located) -> f32 {
+        let y = at.local[1];
+        let across = (at.top - f.band - y).max(y - at.bot - f.band);
+        let edge = if at.s < 0.0 {
+            -self.s_left
+        } else {
+            self.s_right
+        };
+        across.max(0.5 * self.w * (at.s.abs() - edge))
     }
 
     /// Rounded lips are pushed forward: their inner edges turn away from the light, so the lip

@@ -1,0 +1,173 @@
+//! Frame synthesis on one core for the example portrait and for close-ups made from it and from
+//! the held-out portrait, in one process, so the ratios to the example are free of machine noise.
+//!
+//! A close-up is a square crop of 1.5 face-box widths about the detected face, scaled with
+//! Lanczos to 600 and 1080 px: the face fills the frame, as in a head-and-shoulders shot.
+//!
+//! `cargo run --release --example frame_bench -- [--frames N] [--only CASE]`
+//!
+//! Each case also times [`FaceRig::render_exact`] (every pixel shaded, as the renderer did before
+//! the cells) on the same poses and reports the lowest per-frame PSNR of `render` against it
+//! over every 20th frame (99 dB: identical). Figures are this thread's CPU time, one core.
+
+use std::error::Error;
+use std::path::Path;
+
+use image::RgbImage;
+use image::imageops::FilterType;
+use talker::assets::Assets;
+use talker::face::{FaceModels, Portrait};
+use talker::lipsync::Viseme;
+use talker::render::{FaceRig, FramePose, HeadPose};
+
+/// This thread's CPU seconds: one core's work, unaffected by other processes taking turns on
+/// the machine's cores (wall time on a shared machine is not).
+fn cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// Frames sampled for `--dump`/`--compare`: every `SAMPLE_EVERY`th.
+const SAMPLE_EVERY: usize = 20;
+
+/// The pose sequence of `talker bench`: every viseme, blinks, head sway.
+fn pose(i: usize) -> FramePose {
+    let v = Viseme::ALL[(i / 3) % Viseme::ALL.len()];
+    let phase = i as f32 * 0.07;
+    FramePose {
+        mouth: v.pose(),
+        blink: if i % 90 < 5 { 1.0 } else { 0.0 },
+        head: HeadPose {
+            dx: 0.02 * phase.sin(),
+            dy: 0.01 * phase.cos(),
+            roll: 0.01 * (phase * 0.5).sin(),
+        },
+    }
+}
+
+/// A square crop of 1.5 face widths about the face, scaled to `side`, and the face's landmarks
+/// moved alike (a face this close fills more than the detector's input window).
+fn close_up(models: &FaceModels, img: &RgbImage, side: u32) -> Result<Case, Box<dyn Error>> {
+    let face = *models.detect(img).first().ok_or("no face")?;
+    let lm = models.landmarks(img, face.bbox).points;
+    let [x, y, w, h] = face.bbox;
+    let crop = (1.5 * w.max(h)).min(img.width().min(img.height()) as f32) as u32;
+    let cx = (x + 0.5 * w - 0.5 * crop as f32).clamp(0.0, (img.width() - crop) as f32) as u32;
+    let cy = (y + 0.5 * h - 0.5 * crop as f32).clamp(0.0, (img.height() - crop) as f32) as u32;
+    let cut = image::imageops::crop_imm(img, cx, cy, crop, crop).to_image();
+    let k = side as f32 / crop as f32;
+    // Pixel centres: source x maps to (x - cx + 0.5) * k - 0.5.
+    let lm = lm.map(|[px, py]| {
+        [
+            (px - cx as f32 + 0.5) * k - 0.5,
+            (py - cy as f32 + 0.5) * k - 0.5,
+        ]
+    });
+    let img = image::imageops::resize(&cut, side, side, FilterType::Lanczos3);
+    Ok(Case {
+        face_share: w * k / side as f32,
+        img,
+        lm,
+    })
+}
+
+/// A portrait with its landmarks.
+struct Case {
+    img: RgbImage,
+    lm: [[f32; 2]; 68],
+    /// Face box width over frame width.
+    face_share: f32,
+}
+
+fn as_is(models: &FaceModels, img: RgbImage) -> Result<Case, Box<dyn Error>> {
+    let face = *models.detect(&img).first().ok_or("no face")?;
+    Ok(Case {
+        lm: models.landmarks(&img, face.bbox).points,
+        face_share: face.bbox[2] / img.width() as f32,
+        img,
+    })
+}
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let se: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+        .sum();
+    let mse = se / a.len() as f64;
+    if mse == 0.0 {
+        99.0
+    } else {
+        (10.0 * (255.0f64 * 255.0 / mse).log10()).min(99.0)
+    }
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let mut args = std::env::args().skip(1);
+    let mut frames = 1000usize;
+    let mut only = None::<String>;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--frames" => frames = args.next().ok_or("--frames N")?.parse()?,
+            "--only" => only = Some(args.next().ok_or("--only CASE")?),
+            _ => return Err(format!("unknown argument {a}").into()),
+        }
+    }
+    let models = FaceModels::load(&Assets::locate(None).face_dir())?;
+    let example = Portrait::open(Path::new("examples/portrait.png"))?.image;
+    let held_out = Portrait::open(Path::new("tests/data/face/woman-pexels-27411.jpg"))?.image;
+    let cases = [
+        ("example-512", as_is(&models, example.clone())?),
+        ("closeup-600", close_up(&models, &example, 600)?),
+        ("closeup-1080", close_up(&models, &example, 1080)?),
+        ("heldout-closeup-600", close_up(&models, &held_out, 600)?),
+        ("heldout-closeup-1080", close_up(&models, &held_out, 1080)?),
+    ];
+    let mut base_fps = None;
+    for (name, case) in cases {
+        if only.as_ref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let Case {
+            img,
+            lm,
+            face_share,
+        } = case;
+        let rig = FaceRig::new(&img, &lm)?;
+        let mut buf = vec![0u8; img.as_raw().len()];
+        // One untimed pass warms the caches and the allocator.
+        for i in 0..frames.min(50) {
+            rig.render(&pose(i), &mut buf);
+        }
+        let t = cpu_seconds();
+        for i in 0..frames {
+            rig.render(&pose(i), &mut buf);
+        }
+        let fps = frames as f64 / (cpu_seconds() - t);
+        let t = cpu_seconds();
+        for i in 0..frames {
+            rig.render_exact(&pose(i), &mut buf);
+        }
+        let exact_fps = frames as f64 / (cpu_seconds() - t);
+        let base = *base_fps.get_or_insert(fps);
+        let mut vs_exact = f64::INFINITY;
+        let mut exact = buf.clone();
+        for i in (0..frames).step_by(SAMPLE_EVERY) {
+            rig.render(&pose(i), &mut buf);
+            rig.render_exact(&pose(i), &mut exact);
+            vs_exact = vs_exact.min(psnr(&buf, &exact));
+        }
+        println!(
+            "{{\"case\":\"{name}\",\"size\":{},\"face_width_share\":{face_share:.2},\"frames\":{frames},\"fps_one_core\":{fps:.1},\"ratio_to_example\":{:.3},\"exact_fps_one_core\":{exact_fps:.1},\"min_psnr_vs_exact_db\":{vs_exact:.2},\"speedup_over_exact\":{:.2}}}",
+            img.width(),
+            fps / base,
+            fps / exact_fps
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! The fast path of [`FaceRig::render`]: the changing region walked in cells, the smooth warp
+//! interpolated inside them.
+//!
+//! Input: a prepared [`Pose`] and the region it can change. Output: the frame's pixels there.
+//! Invariants:
+//! - A cell is interpolated only when the exact warp, evaluated at its corners, edge midpoints
+//!   and centre, is met by the corners' bilinear interpolation to within [`TOLERANCE`] px at
+//!   each of the five inner points: a kink of the warp inside the cell (the lips' corners, where
+//!   the horizontal scaling stops; the opening's ends) misses its midpoints by at least half of
+//!   its largest miss, so no pixel is more than twice [`TOLERANCE`] off.
+//! - It must also lie clear of the mouth's opening and lip band ([`MouthRig::clear`] at all
+//!   these points, by room for the band's edges to curve within the cell) and of a blinking
+//!   eye. Any other cell is split in four down to
+//!   [`MIN_CELL`] px, then shaded pixel by pixel exactly as [`FaceRig::render_exact`] does.
+//! - A cell the pose moves nowhere stays the portrait's, bit for bit; one the pose moves only
+//!   in part is split or shaded exactly, so the moving region's edge is exact too.
+//!
+//! [`MouthRig::clear`]: super::mouth::MouthRig::clear
+
+use super::geometry::P;
+use super::{FaceRig, Pose, Roi};
+
+/// Side (px) of the cells a frame is first cut into.
+const CELL: usize = 16;
+/// The smallest cell that is still split; below it a cell is shaded pixel by pixel.
+const MIN_CELL: usize = 2;
+/// How far (px) the interpolated source may miss the exact one at a cell's checked points.
+const TOLERANCE: f32 = 0.05;
+
+/// The exact warp at one grid point.
+#[derive(Debug, Clone, Copy)]
+struct Warp {
+    src: P,
+    /// Distance (px) from where the mouth does more than move pixels; infinite off the mouth.
+    clear: f32,
+    /// The pose does not move this point at all.
+    still: bool,
+}
+
+/// The exact warps at a cell's corners, edge midpoints and centre: `g[j][i]` at
+/// x = (x0, xm, x1)[i], y = (y0, ym, y1)[j], with xm = (x0 + x1) / 2 and ym alike.
+type Grid = [[Warp; 3]; 3];
+
+impl FaceRig {
+    /// Fills `roi` of `out` (which holds the portrait) for pose `f`.
+    pub(super) fn render_cells(&self, f: &Pose, roi: Roi, out: &mut [u8]) {
+        let xs = grid(roi.x0, roi.x1);
+        let ys = grid(roi.y0, roi.y1);
+        // Cell edges and midpoints along x: each cell's three columns of warps.
+        let mut cols = vec![xs[0]];
+        for pair in xs.windows(2) {
+            cols.extend([(pair[0] + pair[1]) / 2, pair[1]]);
+        }
+        let row = |y: usize| -> Vec<Warp> { cols.iter().map(|&x| self.warp(f, x, y)).collect() };
+        let mut top = row(ys[0]);
+        for pair in ys.windows(2) {
+            let (y0, y1) = (pair[0], pair[1]);
+            let mid = row((y0 + y1) / 2);
+            let bottom = row(y1);
+            for (i, xp) in xs.windows(2).enumerate() {
+                let cell = Roi {
+                    x0: xp[0],
+                    y0,
+                    x1: xp[1],
+                    y1,
+                };
+                let at = |r: &[Warp]| [r[2 * i], r[2 * i + 1], r[2 * i + 2]];
+                self.fill_cell(f, cell, [at(&top), at(&mid), at(&bottom)], out);
+            }
+            top = bottom;
+        }
+    }
+
+    /// The exact warp at `(x, y)`; any integer point, inside the image or on its far edges.
+    fn warp(&self, f: &Pose, x: usize, y: usize) -> Warp {
+        let q = self.head_source(f, x, y);
+        let p = [x as f32, y as f32];
+        let plain = Warp {
+            src: q,
+            clear: f32::INFINITY,
+            still: q == p,
+        };
+        if !f.mouth_roi.contains(x, y) {
+            return plain;
+        }
+        match self.mouth.locate(&f.mouth, q) {
+            Some(at) => Warp {
+                src: at.src,
+                clear: self.mouth.clear(&f.mouth, &at),
+                still: at.src == p,
+            },
+            None => plain,
+        }
+    }
+
+    /// Draws one cell from the exact warps `g` at its corners, edge midpoints and centre (its
+    /// right and bottom edges are the next cells' first pixels).
+    fn fill_cell(&self, f: &Pose, cell: Roi, g: Grid, out: &mut [u8]) {
+        let (cw, ch) = (cell.x1 - cell.x0, cell.y1 - cell.y0);
+        if cw < 2 || ch < 2 || f.eye_roi.is_some_and(|e| e.overlaps(cell)) {
+            return self.shade_cell(f, cell, out);
+        }
+        let (mx, my) = ((cell.x0 + cell.x1) / 2, (cell.y0 + cell.y1) / 2);
+        let qx = [(cell.x0 + mx) / 2, (mx + cell.x1) / 2];
+        let qy = [(cell.y0 + my) / 2, (my + cell.y1) / 2];
+        let checks = [
+            [self.warp(f, qx[0], qy[0]), self.warp(f, qx[1], qy[0])],
+            [self.warp(f, qx[0], qy[1]), self.warp(f, qx[1], qy[1])],
+        ];
+        let all = g.iter().flatten().chain(checks.iter().flatten());
+        let still = all.clone().filter(|w| w.still).count();
+        if still == 13 {
+            return;
+        }
+        // Every pixel is within a quarter of the cell's side (plus a little) of one of the 13
+        // points, and `clear` changes by at most about 5 px per pixel (the lip edges' slopes
+        // and the level shift on top of the pixel's own step): room for that.
+        let room = 1.5 * cw.max(ch) as f32 + 1.0;
+        let clear = all.clone().map(|w| w.clear);
+        if clear.clone().fold(f32::MIN, f32::max) <= -room {
+            // Deep in the opening or its lip band: nothing here is a plain warp.
+            return self.shade_cell(f, cell, out);
+        }
+        let quad = Quad::new(&cell, mx, my);
+        let smooth = still == 0
+            && clear.clone().all(|c| c >= room)
+            && (0..2).all(|j| {
+                (0..2).all(|i| {
+                    let guess = quad.at(&g, (qx[i] - cell.x0) as f32, (qy[j] - cell.y0) as f32);
+                    let exact = checks[j][i].src;
+                    (exact[0] - guess[0]).abs() <= TOLERANCE
+                        && (exact[1] - guess[1]).abs() <= TOLERANCE
+                })
+            });
+        if smooth {
+            return self.sample_cell(cell, &quad, &g, out);
+        }
+        if cw.min(ch) < 2 * MIN_CELL {
+            return self.shade_cell(f, cell, out);
+        }
+        // Split in four: the 5×5 warps at the quarters, of which the parent has 13.
+        let xs5 = [cell.x0, qx[0], mx, qx[1], cell.x1];
+        let ys5 = [cell.y0, qy[0], my, qy[1], cell.y1];
+        let mut g5 = [[g[0][0]; 5]; 5];
+        for (j, &y) in ys5.iter().enumerate() {
+            for (i, &x) in xs5.iter().enumerate() {
+                g5[j][i] = match (j % 2, i % 2) {
+                    (0, 0) => g[j / 2][i / 2],
+                    (1, 1) => checks[j / 2][i / 2],
+                    _ => self.warp(f, x, y),
+                };
+            }
+        }
+        for b in 0..2 {
+            for a in 0..2 {
+                let sub = Roi {
+                    x0: xs5[2 * a],
+                    y0: ys5[2 * b],
+                    x1: xs5[2 * a + 2],
+                    y1: ys5[2 * b + 2],
+                };
+                let part = |j: usize| [g5[j][2 * a], g5[j][2 * a + 1], g5[j][2 * a + 2]];
+                self.fill_cell(f, sub, [part(2 * b), part(2 * b + 1), part(2 * b + 2)], out);
+            }
+        }
+    }
+
+    /// A smooth cell: each pixel one fixed-point bilinear sample at the interpolated source.
+    fn sample_cell(&self, cell: Roi, quad: &Quad, g: &Grid, out: &mut [u8]) {
+        let w = self.base.width;
+        let (m, n) = (quad.x.m, quad.x.n);
+        for y in cell.y0..cell.y1 {
+            let ly = quad.y.weights((y - cell.y0) as f32);
+            // The row's three nodes, then its quadratic in Newton form, then in powers of k.
+            let node = |i: usize| -> P {
+                let mut p = [0.0f32; 2];
+                for (j, &l) in ly.iter().enumerate() {
+                    p[0] += l * g[j][i].src[0];
+                    p[1] += l * g[j][i].src[1];
+                }
+                p
+            };
+            let (r0, r1, r2) = (node(0), node(1), node(2));
+            let mut b = [0.0f32; 2];
+            let mut c = [0.0f32; 2];
+            for k in 0..2 {
+                let d01 = (r1[k] - r0[k]) / m;
+                let d12 = (r2[k] - r1[k]) / (n - m);
+                c[k] = (d12 - d01) / n;
+                b[k] = d01 - m * c[k];
+            }
+            let row = &mut out[(y * w + cell.x0) * 3..(y * w + cell.x1) * 3];
+            self.base.sample_row(row, r0, b, c);
+        }
+    }
+
+    /// Every pixel of `cell` shaded exactly.
+    fn shade_cell(&self, f: &Pose, cell: Roi, out: &mut [u8]) {
+        let w = self.base.width;
+        for y in cell.y0..cell.y1 {
+            for x in cell.x0..cell.x1 {
+                let i = (y * w + x) * 3;
+                self.shade_pixel(f, x, y, &mut out[i..i + 3]);
+            }
+        }
+    }
+}
+
+/// Quadratic (Lagrange) interpolation through a cell's three nodes on each axis.
+struct Quad {
+    x: Nodes,
+    y: Nodes,
+}
+
+/// Three nodes at 0, `m` and `n` pixels from a cell's first pixel (`0 < m < n`).
+struct Nodes {
+    m: f32,
+    n: f32,
+}
+
+impl Nodes {
+    /// The three Lagrange weights at `t` pixels from the first node.
+    #[inline]
+    fn weights(&self, t: f32) -> [f32; 3] {
+        let (m, n) = (self.m, self.n);
+        [
+            (t - m) * (t - n) / (m * n),
+            t * (t - n) / (m * (m - n)),
+            t * (t - m) / (n * (n - m)),
+        ]
+    }
+}
+
+impl Quad {
+    fn new(cell: &Roi, mx: usize, my: usize) -> Quad {
+        Quad {
+            x: Nodes {
+                m: (mx - cell.x0) as f32,
+                n: (cell.x1 - cell.x0) as f32,
+            },
+            y: Nodes {
+                m: (my - cell.y0) as f32,
+                n: (cell.y1 - cell.y0) as f32,
+            },
+        }
+    }
+
+    /// The interpolated source `(x, y)` pixels right of and below the cell's first pixel.
+    fn at(&self, g: &Grid, x: f32, y: f32) -> P {
+        let (lx, ly) = (self.x.weights(x), self.y.weights(y));
+        let mut p = [0.0f32; 2];
+        for (j, row) in g.iter().enumerate() {
+            for (i, w) in row.iter().enumerate() {
+                p[0] += ly[j] * lx[i] * w.src[0];
+                p[1] += ly[j] * lx[i] * w.src[1];
+            }
+        }
+        p
+    }
+}
+
+/// Grid lines every [`CELL`] pixels from `a`, ending exactly at `b` (the last cell may be
+/// narrower).
+fn grid(a: usize, b: usize) -> Vec<usize> {
+    let mut g: Vec<usize> = (a..b).step_by(CELL).collect();
+    g.push(b);
+    g
+}
