@@ -15,7 +15,7 @@ use talker::Error;
 use talker::assets::Assets;
 use talker::face::{FaceError, FaceModels, Portrait};
 use talker::queue::worker::{self, Backoff, Observer, WorkerEvent, WorkerOptions};
-use talker::queue::{Job, JobRow, JobSpec, Queue, QueueLocation, RenderEnv, spec};
+use talker::queue::{Enqueued, Job, JobRow, JobSpec, Queue, QueueLocation, RenderEnv, batch, spec};
 use talker::speech::SpeechService;
 
 use super::error::{CliError, Result};
@@ -195,7 +195,7 @@ fn enqueue(
     job: &Job,
     hash: &str,
     max_attempts: u32,
-) -> Result<talker::queue::Enqueued> {
+) -> Result<Enqueued> {
     let source = spec_file.display().to_string();
     queue
         .enqueue(job, hash, &source, max_attempts)
@@ -396,14 +396,41 @@ pub fn run_worker(args: &WorkerArgs, global: &Global, shutdown: &AtomicBool) -> 
     Ok(())
 }
 
+/// How `batch` admits a spec: the same checks and messages as `enqueue`.
+struct BatchAdmit<'a> {
+    queue: &'a Queue,
+    global: &'a Global,
+    args: &'a BatchArgs,
+    printer: &'a Printer,
+}
+
+impl batch::Admit for BatchAdmit<'_> {
+    type Error = CliError;
+
+    fn load(&mut self, spec: &Path) -> Result<(Job, String)> {
+        load_job(spec, &self.args.work.out_root, self.global)
+    }
+
+    fn enqueue(&mut self, spec: &Path, job: &Job, hash: &str) -> Result<Enqueued> {
+        enqueue(self.queue, spec, job, hash, self.args.max_attempts)
+    }
+
+    fn refuse(&mut self, error: CliError) -> Result<()> {
+        refuse(error, self.global)
+    }
+
+    fn admitted(&mut self, spec: &Path, what: &batch::Admission) {
+        let line = match what {
+            batch::Admission::UpToDate { id } => format!("up to date (job {id})"),
+            batch::Admission::Enqueued(e) if e.created => format!("job {} queued", e.id),
+            batch::Admission::Enqueued(e) => format!("job {} already queued", e.id),
+        };
+        self.printer.say(&format!("{}: {line}", spec.display()));
+    }
+}
+
 pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Result<()> {
-    let mut specs: Vec<PathBuf> = std::fs::read_dir(&args.dir)
-        .map_err(Error::io(&args.dir))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
-        .collect();
-    specs.sort();
+    let specs = batch::spec_files(&args.dir).map_err(Error::io(&args.dir))?;
     if specs.is_empty() {
         return Err(CliError::usage(format!(
             "no job specs (*.json) in {}",
@@ -414,61 +441,26 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
     let printer = Printer::new(global);
     let speech = start_speech(&opts, &args.work, &printer)?;
     let queue = open_queue(&args.queue, global)?;
-    let (mut refused, mut ids, mut up_to_date) = (0, Vec::new(), 0);
-    for path in &specs {
-        let (job, hash) = match load_job(path, &args.work.out_root, global) {
-            Ok(j) => j,
-            Err(e) => {
-                refuse(e, global)?;
-                refused += 1;
-                continue;
-            }
-        };
-        if let Some((id, output)) = queue.last_success(&hash)?
-            && Path::new(&output).is_file()
-        {
-            printer.say(&format!("{}: up to date (job {id})", path.display()));
-            up_to_date += 1;
-            continue;
-        }
-        let e = match enqueue(&queue, path, &job, &hash, args.max_attempts) {
-            Ok(e) => e,
-            Err(e) => {
-                refuse(e, global)?;
-                refused += 1;
-                continue;
-            }
-        };
-        printer.say(&format!(
-            "{}: job {} {}",
-            path.display(),
-            e.id,
-            if e.created {
-                "queued"
-            } else {
-                "already queued"
-            }
-        ));
-        ids.push(e.id);
-    }
-    let opts = WorkerOptions {
-        only: Some(ids.clone()),
-        ..opts
-    };
+    let admitted = batch::admit(
+        &queue,
+        &specs,
+        &mut BatchAdmit {
+            queue: &queue,
+            global,
+            args,
+            printer: &printer,
+        },
+    )?;
     let listener = bind_metrics(&args.work.metrics, &printer)?;
+    let ids = &admitted.ids;
+    let rows = batch::drain(&queue, &opts, ids, &speech, &printer, shutdown, listener)?;
     if !ids.is_empty() {
-        worker::run(&queue, &opts, &speech, &printer, shutdown, listener);
         say_speech_totals(&printer, &speech);
     }
-    let rows = if ids.is_empty() {
-        Vec::new()
-    } else {
-        queue.jobs(&ids)?
-    };
     let failed = rows.iter().filter(|r| r.state != "succeeded").count();
     if global.json {
         let v = serde_json::json!({
-            "specs": specs.len(), "refused": refused, "up_to_date": up_to_date,
+            "specs": specs.len(), "refused": admitted.refused, "up_to_date": admitted.up_to_date,
             "jobs": rows, "speech": speech_totals(&speech),
         });
         emit(&format!("{v}\n"))?;
@@ -477,16 +469,16 @@ pub fn run_batch(args: &BatchArgs, global: &Global, shutdown: &AtomicBool) -> Re
             "batch {}: {} specs, {} up to date, {} rendered, {} not succeeded, {} refused",
             args.dir.display(),
             specs.len(),
-            up_to_date,
+            admitted.up_to_date,
             ids.len() - failed,
             failed,
-            refused
+            admitted.refused
         ));
     }
     if shutdown.load(Ordering::Relaxed) && failed > 0 {
         return Err(Error::Cancelled.into());
     }
-    refused_error(refused, specs.len())?;
+    refused_error(admitted.refused, specs.len())?;
     if failed > 0 {
         return Err(CliError::JobsFailed {
             failed,

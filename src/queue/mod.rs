@@ -14,6 +14,7 @@
 //! sqlx's `Any` driver carries both databases behind one pool type; a private current-thread
 //! tokio runtime keeps the API synchronous, as in the cache.
 
+pub mod batch;
 pub mod metrics;
 mod postgres;
 pub mod spec;
