@@ -37,7 +37,7 @@ const CHUNK_ID_BUDGET: usize = 700;
 /// the speech is still being synthesised.
 const FIRST_CHUNK_ID_BUDGET: usize = 160;
 /// Silence before the first word of the video.
-pub const LEAD_IN_MS: u64 = 200;
+const LEAD_IN_MS: u64 = 200;
 
 /// What every phrase key depends on besides the phrase itself.
 #[derive(Debug, Clone)]

@@ -81,7 +81,7 @@ impl Script {
     }
 
     /// As [`Script::parse`], with a `lexicon` path read relative to `base`.
-    pub fn parse_in(text: &str, base: &Path) -> Result<Script, ScriptError> {
+    fn parse_in(text: &str, base: &Path) -> Result<Script, ScriptError> {
         let value = parse_json(text, Path::new(""))?;
         let mut v = Validator {
             error: None,

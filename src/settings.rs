@@ -29,9 +29,9 @@ pub const FPS: RangeInclusive<i64> = crate::script::FPS;
 /// x264's constant rate factor.
 pub const CRF: RangeInclusive<i64> = 0..=51;
 /// Each side of the output, in pixels (both even: H.264 yuv420p).
-pub const SIDE: RangeInclusive<i64> = 64..=4096;
-pub const DEFAULT_CRF: u8 = 20;
-pub const DEFAULT_PRESET: &str = "veryfast";
+const SIDE: RangeInclusive<i64> = 64..=4096;
+const DEFAULT_CRF: u8 = 20;
+const DEFAULT_PRESET: &str = "veryfast";
 
 /// `--framing`: what the frame shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -53,7 +53,7 @@ pub fn read_text(_path: &Path, text: &str) -> Result<Book, ScriptError> {
 }
 
 /// `Chapter N`, `CHAPTER XII`, `Chapter Twelve`, each optionally followed by `.`/`:`/`-` and a title.
-pub fn is_chapter_line(line: &str) -> bool {
+fn is_chapter_line(line: &str) -> bool {
     let line = line.trim();
     if line.chars().count() > MAX_HEADING_CHARS {
         return false;

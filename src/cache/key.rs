@@ -3,7 +3,7 @@
 use sha2::{Digest, Sha256};
 
 /// Bumped whenever stored phrases or chunks would differ for the same inputs.
-pub const CACHE_FORMAT: u32 = 1;
+const CACHE_FORMAT: u32 = 1;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key(pub [u8; 32]);

@@ -35,12 +35,12 @@ pub enum Eye {
 }
 
 impl Landmarks {
-    pub const JAW: Range<usize> = 0..17;
-    pub const NOSE: Range<usize> = 27..36;
+    const JAW: Range<usize> = 0..17;
+    const NOSE: Range<usize> = 27..36;
     pub const LEFT_EYE: Range<usize> = 36..42;
     pub const RIGHT_EYE: Range<usize> = 42..48;
-    pub const MOUTH_OUTER: Range<usize> = 48..60;
-    pub const MOUTH_INNER: Range<usize> = 60..68;
+    const MOUTH_OUTER: Range<usize> = 48..60;
+    const MOUTH_INNER: Range<usize> = 60..68;
     /// Mouth corners on the outer lip contour (image left, image right).
     pub const MOUTH_CORNERS: [usize; 2] = [48, 54];
 

@@ -26,7 +26,7 @@ use tfjs_weights::WeightsError;
 
 /// The narrowest face (detector box width, px) that is animated; below it the mouth is only a
 /// few pixels wide and the landmarks too coarse to warp.
-pub const MIN_FACE_PX: u32 = 64;
+const MIN_FACE_PX: u32 = 64;
 
 /// Base names of the two models inside the model folder.
 pub const DETECTOR_MODEL: &str = "tiny_face_detector_model";

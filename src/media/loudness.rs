@@ -11,7 +11,7 @@ use serde::Serialize;
 use ebur128::{EbuR128, Mode};
 
 /// dB figures of digital silence (−∞) are reported as this, so JSON can hold them.
-pub const SILENCE_DB: f64 = -150.0;
+const SILENCE_DB: f64 = -150.0;
 
 /// Time constant of the RMS whose minimum is the noise floor: short enough to settle inside a
 /// pause between sentences (it falls 8.7 dB per 50 ms), and the same measure as FFmpeg's
@@ -73,7 +73,7 @@ impl Standard {
 
     /// Where the limiter holds sample peaks: below the standard's peak limit by a margin for the
     /// overshoot of inter-sample peaks and of the lossy encoder (measured on rendered books).
-    pub fn ceiling_db(self) -> f64 {
+    fn ceiling_db(self) -> f64 {
         match self {
             Standard::Acx => -4.0,
             Standard::Podcast | Standard::Broadcast => -2.5,

@@ -67,7 +67,7 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 /// The exposition text; queue-wide series are left out when the database could not be read.
-pub fn exposition(t: &Tally, counts: Option<&Counts>) -> String {
+fn exposition(t: &Tally, counts: Option<&Counts>) -> String {
     let mut s = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, f64)]| {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");

@@ -163,7 +163,7 @@ pub trait Observer: Sync {
 }
 
 /// `host:pid`, recorded as the lease owner.
-pub fn worker_id() -> String {
+fn worker_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()

@@ -55,7 +55,7 @@ const SCALES: [&str; 12] = [
 
 /// Longest integer (in significant digits) read as a cardinal; longer ones are read digit by digit, since
 /// nobody says "undecillion" aloud and such strings are identifiers.
-pub const MAX_CARDINAL_DIGITS: usize = SCALES.len() * 3;
+const MAX_CARDINAL_DIGITS: usize = SCALES.len() * 3;
 
 fn push_word(out: &mut String, word: &str) {
     if !out.is_empty() {
@@ -84,7 +84,7 @@ fn push_below_thousand(out: &mut String, n: u32) {
 }
 
 /// The digit's name ("zero".."nine"); `None` for a non-digit.
-pub fn digit_word(d: char) -> Option<&'static str> {
+fn digit_word(d: char) -> Option<&'static str> {
     d.to_digit(10).map(|v| ONES[v as usize])
 }
 
@@ -138,7 +138,7 @@ pub fn cardinal_u64(n: u64) -> String {
 }
 
 /// Turns the last word of cardinal words into its ordinal: "twenty-one" → "twenty-first".
-pub fn ordinalize(words: &str) -> String {
+fn ordinalize(words: &str) -> String {
     let cut = words.rfind([' ', '-']).map_or(0, |i| i + 1);
     let (head, last) = words.split_at(cut);
     let tail = match last {

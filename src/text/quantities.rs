@@ -31,7 +31,7 @@ fn leading_digits(s: &str) -> usize {
 
 /// Parses a number at the start of `s`: "-1,234.5", ".5", "007". Commas only count as grouping when every
 /// group after the first has exactly three digits ("1,5" stops after "1").
-pub fn parse_num(s: &str) -> Option<(Num<'_>, &str)> {
+fn parse_num(s: &str) -> Option<(Num<'_>, &str)> {
     let (neg, body) = match s.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, s),
@@ -74,7 +74,7 @@ pub fn parse_num(s: &str) -> Option<(Num<'_>, &str)> {
 }
 
 /// Parses a whole string as one number.
-pub fn parse_whole_num(s: &str) -> Option<Num<'_>> {
+fn parse_whole_num(s: &str) -> Option<Num<'_>> {
     parse_num(s)
         .filter(|(_, rest)| rest.is_empty())
         .map(|(n, _)| n)
@@ -86,7 +86,7 @@ impl Num<'_> {
     }
 
     /// Exactly one, so a unit after it is singular ("1 km", "-1 °C").
-    pub fn is_one(&self) -> bool {
+    fn is_one(&self) -> bool {
         self.frac.is_none() && self.int.trim_start_matches('0') == "1" && !self.int.starts_with('0')
     }
 
@@ -99,7 +99,7 @@ impl Num<'_> {
     }
 
     /// Value if this could be a four-digit year: no sign, comma, decimals or leading zero.
-    pub fn year_value(&self) -> Option<u32> {
+    fn year_value(&self) -> Option<u32> {
         if self.neg
             || self.grouped
             || self.frac.is_some()
@@ -188,7 +188,7 @@ impl Quantity<'_> {
     }
 
     /// "five", "five to ten".
-    pub fn amount_words(&self) -> String {
+    fn amount_words(&self) -> String {
         match &self.b {
             Some(b) if self.a == *b && self.a.int == "50" && self.currency.is_none() => {
                 "fifty-fifty".to_owned()
@@ -294,7 +294,7 @@ fn per_unit(s: &str) -> Option<&'static str> {
 }
 
 /// Renders the quantity with its glued suffix, without looking at other tokens.
-pub fn render_quantity(q: &Quantity<'_>, year_context: bool) -> Option<(String, bool)> {
+fn render_quantity(q: &Quantity<'_>, year_context: bool) -> Option<(String, bool)> {
     let suffix = q.suffix;
     if let Some(c) = q.currency {
         if suffix.is_empty() {

@@ -61,7 +61,7 @@ pub const GPU_LIMITS: BatchLimits = BatchLimits {
 };
 
 /// Default wait for a bucket to fill before a partial batch is sent.
-pub const DEFAULT_MAX_WAIT: Duration = Duration::from_millis(20);
+const DEFAULT_MAX_WAIT: Duration = Duration::from_millis(20);
 
 /// What a run asks of speech.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 pub const WIRE_VARINT: u64 = 0;
-pub const WIRE_I64: u64 = 1;
+const WIRE_I64: u64 = 1;
 pub const WIRE_LEN: u64 = 2;
 pub const WIRE_I32: u64 = 5;
 

@@ -10,7 +10,7 @@
 use half::f16;
 
 /// Largest INT8 magnitude used (symmetric range, -128 unused).
-pub const QMAX: f32 = 127.0;
+const QMAX: f32 = 127.0;
 
 /// The scale for a calibrated absolute maximum; a zero range gets a harmless positive scale.
 pub fn scale(amax: f32) -> f32 {

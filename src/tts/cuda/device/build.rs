@@ -25,9 +25,9 @@ use crate::tts::voice::{Scales, VoiceConfig, VoiceFiles};
 use crate::tts::{Backend, RawSpeech, SpeechError};
 
 /// Quantile of |x| taken as each calibration batch's range (see `gpu::quant`).
-pub const CALIBRATION_QUANTILE: f64 = 0.9999;
+const CALIBRATION_QUANTILE: f64 = 0.9999;
 /// Batch sizes warmed for every length bucket when an engine is loaded.
-pub const WARM_BATCHES: &[usize] = &[1, 8];
+const WARM_BATCHES: &[usize] = &[1, 8];
 
 /// Compiles CUDA source to a CUBIN for compute capability `cc` with NVRTC.
 pub fn compile(src: &str, cc: (i32, i32)) -> Result<Vec<u8>, GpuError> {

@@ -153,7 +153,7 @@ pub fn audio_dir(dir: &Path, p: Precision) -> Result<std::path::PathBuf> {
 }
 
 /// Writes `pcm` as a 16-bit mono WAV (temp file + rename: a killed run leaves no partial file).
-pub fn write_wav(path: &Path, rate: u32, pcm: &[f32]) -> Result<()> {
+fn write_wav(path: &Path, rate: u32, pcm: &[f32]) -> Result<()> {
     let samples = crate::tts::to_pcm16(pcm);
     let data = (samples.len() * 2) as u32;
     let mut bytes = Vec::with_capacity(44 + samples.len() * 2);

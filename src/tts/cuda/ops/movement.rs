@@ -175,7 +175,7 @@ pub fn concat(xs: &[&Tensor], ax: i64) -> OpResult<Tensor> {
 }
 
 /// One sliced axis after ONNX clamping: first index, step and count.
-pub fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> OpResult<(i64, i64, usize)> {
+fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> OpResult<(i64, i64, usize)> {
     if step == 0 {
         return op_err("Slice step 0");
     }

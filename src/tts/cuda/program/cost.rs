@@ -10,10 +10,10 @@ use super::op::{ConvSpec, Op, Precision};
 use crate::tts::cuda::tensor::numel;
 
 /// Dense FP16/BF16 matrix throughput of one H200 (TFLOP/s), the bound the bench compares with.
-pub const H200_DENSE_FP16_TFLOPS: f64 = 790.0;
+const H200_DENSE_FP16_TFLOPS: f64 = 790.0;
 
 /// Memory bandwidth of one H200 (TB/s, NVIDIA's figure for the SXM part).
-pub const H200_MEMORY_TBPS: f64 = 4.8;
+const H200_MEMORY_TBPS: f64 = 4.8;
 
 /// MACs of one step, given its inputs' and first output's shapes (`None` for an absent input);
 /// 0 for ops that do no matrix arithmetic.
@@ -122,7 +122,7 @@ pub struct Work {
 }
 
 impl Work {
-    pub fn flops(&self) -> f64 {
+    fn flops(&self) -> f64 {
         2.0 * self.macs as f64
     }
 

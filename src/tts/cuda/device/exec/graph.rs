@@ -48,12 +48,12 @@ use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::Tensor;
 
 /// Shorter stretches are not worth a graph.
-pub const MIN_STEPS: usize = 8;
+const MIN_STEPS: usize = 8;
 /// Host-read variants kept per key before the segment is left eager.
-pub const MAX_VARIANTS: usize = 4;
+const MAX_VARIANTS: usize = 4;
 /// Graphs kept per executor; past it the least recently used one (not used by the current run,
 /// whose values may live in its memory) is dropped.
-pub const MAX_GRAPHS: usize = 256;
+const MAX_GRAPHS: usize = 256;
 
 /// What CUDA graphs do.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -70,7 +70,7 @@ pub enum GraphMode {
 }
 
 /// `TALKER_CUDA_GRAPHS`: `1`/`on`, `frames`, or `0`/`off` (the default).
-pub fn parse_switch(value: Option<&str>) -> Result<GraphMode, String> {
+fn parse_switch(value: Option<&str>) -> Result<GraphMode, String> {
     match value.map(str::trim) {
         None | Some("" | "0" | "off" | "false") => Ok(GraphMode::Off),
         Some("1" | "on" | "true") => Ok(GraphMode::On),
