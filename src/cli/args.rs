@@ -6,6 +6,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[cfg(feature = "render")]
 use talker::settings::{LookSettings, RenderSettings};
 
+use super::common::{Global, SpeechArgs};
+
 const ABOUT: &str = "Render a narrated talking-portrait video from a script and one photo.";
 
 const LONG_ABOUT: &str = "\
@@ -37,26 +39,6 @@ pub struct Cli {
     pub command: Command,
     #[command(flatten)]
     pub global: Global,
-}
-
-#[derive(Debug, Args)]
-pub struct Global {
-    /// Print nothing but errors.
-    #[arg(short, long, global = true, conflicts_with = "json")]
-    pub quiet: bool,
-    /// Machine-readable output: progress events as JSON lines on stderr, the result as JSON on stdout.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Directory with voices, the ONNX Runtime library and face models
-    /// [default: $TALKER_ASSETS, else ~/.cache/talker/assets].
-    #[arg(long, global = true, value_name = "DIR")]
-    pub assets: Option<PathBuf>,
-    /// Cache directory for speech and video chunks [default: $TALKER_CACHE, else ~/.cache/talker].
-    #[arg(long, global = true, value_name = "DIR")]
-    pub cache: Option<PathBuf>,
-    /// More log output (repeat for more); RUST_LOG also works.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]
@@ -239,52 +221,6 @@ pub enum SubtitlesArg {
     Srt,
     /// WebVTT (.vtt).
     Vtt,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum BackendArg {
-    /// The GPU when the CUDA libraries load and a device is found, else the CPU (saying why).
-    Auto,
-    /// ONNX Runtime on the CPU.
-    Cpu,
-    /// A compiled engine on the NVIDIA GPU; fails (exit 1) when there is none.
-    Cuda,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum PrecisionArg {
-    Fp32,
-    Fp16,
-    Int8,
-}
-
-impl From<PrecisionArg> for talker::tts::Precision {
-    fn from(p: PrecisionArg) -> talker::tts::Precision {
-        match p {
-            PrecisionArg::Fp32 => talker::tts::Precision::F32,
-            PrecisionArg::Fp16 => talker::tts::Precision::F16,
-            PrecisionArg::Int8 => talker::tts::Precision::I8,
-        }
-    }
-}
-
-/// Where speech runs and how it is batched (render, bench, worker, batch).
-#[derive(Debug, Args, Clone)]
-pub struct SpeechArgs {
-    /// Where the voice model runs [default: $TALKER_BACKEND, else auto].
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
-    /// Precision of the CUDA engine [default: fp16] (ONNX Runtime on the CPU always runs fp32,
-    /// and says so when this is given; int8 is faster but noisier, see docs/gpu.md).
-    #[arg(long, value_enum)]
-    pub precision: Option<PrecisionArg>,
-    /// Where CUDA engines are kept; one is built on first use per voice, GPU and precision
-    /// [default: engines/ in the cache directory].
-    #[arg(long, value_name = "DIR")]
-    pub engines: Option<PathBuf>,
-    /// Longest wait for a length bucket to fill before a partial batch goes to the model.
-    #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=10000))]
-    pub max_batch_wait_ms: u64,
 }
 
 #[cfg(feature = "render")]

@@ -4,7 +4,8 @@ use talker::media::loudness::{Criterion, Figures, Standard};
 use talker::media::measure_file;
 use talker::{Error, Result};
 
-use super::args::{CheckArgs, Global, StandardArg};
+use super::args::{CheckArgs, StandardArg};
+use super::common::Global;
 use super::ui::print_result;
 
 /// One file's verdict.

@@ -1,22 +1,12 @@
 //! Each subcommand: turn arguments into library calls and print the result.
 
-use std::path::PathBuf;
-
 use talker::Result;
-use talker::assets::user_cache_dir;
 use talker::cache::Cache;
 
-use super::args::{CacheAction, Global};
+use super::args::CacheAction;
+use super::common::Global;
+use super::common::cache_dir;
 use super::ui::{Ui, print_result};
-
-/// `--cache`, else `$TALKER_CACHE`, else `~/.cache/talker`.
-pub fn cache_dir(global: &Global) -> PathBuf {
-    global
-        .cache
-        .clone()
-        .or_else(|| std::env::var_os("TALKER_CACHE").map(PathBuf::from))
-        .unwrap_or_else(|| user_cache_dir().join("talker"))
-}
 
 pub fn run_cache(action: &CacheAction, global: &Global, ui: &Ui) -> Result<()> {
     let cache = Cache::open(&cache_dir(global))?;

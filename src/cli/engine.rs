@@ -17,7 +17,7 @@ use talker::tts::cuda::device::build::{BuildOptions, build_engine};
 use talker::tts::cuda::device::check::{self, Check, load_ids};
 use talker::tts::voice::VoiceFiles;
 
-use super::args::{Global, PrecisionArg};
+use super::common::{Global, PrecisionArg};
 use super::ui::print_result;
 
 #[derive(Debug, Args)]
@@ -40,7 +40,7 @@ impl Common {
     fn engines(&self, global: &Global) -> PathBuf {
         self.engines
             .clone()
-            .unwrap_or_else(|| super::commands::cache_dir(global).join("engines"))
+            .unwrap_or_else(|| super::common::cache_dir(global).join("engines"))
     }
 }
 

@@ -4,6 +4,7 @@ pub mod args;
 #[cfg(feature = "render")]
 pub mod audio;
 pub mod commands;
+pub mod common;
 #[cfg(feature = "cuda")]
 pub mod engine;
 pub mod error;

@@ -20,9 +20,7 @@ use talker::speech::SpeechService;
 
 use super::error::{CliError, Result};
 
-use super::args::{Global, SpeechArgs};
-use super::commands::cache_dir;
-use super::render_cmds::speech_setup;
+use super::common::{Global, SpeechArgs, cache_dir, precision_ignored, speech_setup};
 
 #[derive(Debug, Args, Clone)]
 pub struct QueueArg {
@@ -355,7 +353,7 @@ fn start_speech(opts: &WorkerOptions, args: &WorkArgs, printer: &Printer) -> Res
     if let Some(note) = service.note() {
         printer.say(note);
     }
-    if let Some(message) = super::render_cmds::precision_ignored(&args.speech, &service) {
+    if let Some(message) = precision_ignored(&args.speech, &service) {
         printer.event(WorkerEvent::Warning { id: None, message });
     }
     Ok(service)

@@ -3,8 +3,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use std::time::Duration;
-
 use talker::assets::Assets;
 use talker::cache::CacheLocation;
 use talker::media::loudness::Standard;
@@ -15,14 +13,15 @@ use talker::report::RenderReport;
 use talker::settings::{ExtraOptions, Loudness, OutputKind, RenderOptions, RenderSettings};
 use talker::speech::SpeechService;
 use talker::tts::batch::BatchLimits;
-use talker::tts::select::{self, BackendChoice, SpeechSetup};
+use talker::tts::select::SpeechSetup;
 use talker::{Error, Result};
 
 use super::args::{
-    BackendArg, BenchArgs, ConvertArgs, FormatArg, Global, LoudnessArg, PrecisionArg, PreviewArgs,
-    RenderArgs, SpeechArgs, SubtitlesArg,
+    BenchArgs, ConvertArgs, FormatArg, LoudnessArg, PreviewArgs, RenderArgs, SubtitlesArg,
 };
-use super::commands::cache_dir;
+use super::common::{
+    BackendArg, Global, PrecisionArg, SpeechArgs, cache_dir, precision_ignored, speech_setup,
+};
 use super::ui::{Ui, print_result};
 
 fn default_output(script: &Path) -> PathBuf {
@@ -36,38 +35,6 @@ pub fn threads(requested: Option<u16>) -> usize {
     )
 }
 
-/// `--backend` and friends, with `$TALKER_BACKEND` as the default; `lanes` CPU model calls at
-/// once, `threads` ONNX Runtime threads each.
-pub fn speech_setup(
-    args: &SpeechArgs,
-    global: &Global,
-    threads: usize,
-    lanes: usize,
-    cpu_limits: BatchLimits,
-) -> Result<SpeechSetup> {
-    let backend = match args.backend {
-        Some(BackendArg::Auto) => BackendChoice::Auto,
-        Some(BackendArg::Cpu) => BackendChoice::Cpu,
-        Some(BackendArg::Cuda) => BackendChoice::Cuda,
-        None => BackendChoice::from_env()?.unwrap_or_default(),
-    };
-    let assets = Assets::locate(global.assets.as_deref());
-    Ok(SpeechSetup {
-        backend,
-        precision: args.precision.unwrap_or(PrecisionArg::Fp16).into(),
-        engines: args
-            .engines
-            .clone()
-            .unwrap_or_else(|| cache_dir(global).join("engines")),
-        onnxruntime: assets.onnxruntime_library().map_err(|e| e.to_string()),
-        threads,
-        cpu_lanes: lanes,
-        cpu_limits,
-        gpu_limits: select::GPU_LIMITS,
-        max_wait: Duration::from_millis(args.max_batch_wait_ms),
-    })
-}
-
 /// Starts the speech service and says, in one line, why `auto` speaks on the CPU when it does.
 pub fn start_speech(setup: &SpeechSetup, ui: &Ui) -> Result<SpeechService> {
     let service = SpeechService::start(setup)?;
@@ -75,20 +42,6 @@ pub fn start_speech(setup: &SpeechSetup, ui: &Ui) -> Result<SpeechService> {
         ui.say(note);
     }
     Ok(service)
-}
-
-/// A `--precision` the backend does not use, said once rather than ignored silently: ONNX
-/// Runtime on the CPU runs fp32 whatever was asked.
-pub fn precision_ignored(args: &SpeechArgs, service: &SpeechService) -> Option<String> {
-    let asked = args.precision?;
-    let used = service.info();
-    used.gpu.is_none().then(|| {
-        format!(
-            "--precision {} is for the CUDA engine; speech runs on the CPU ({}), which is always fp32",
-            select::precision_name(asked.into()),
-            used.describe()
-        )
-    })
 }
 
 pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOptions> {
