@@ -34,7 +34,7 @@ use std::io::{Read, Seek};
 use std::path::Path;
 
 use quick_xml::XmlVersion;
-use quick_xml::events::{BytesStart, Event};
+use quick_xml::events::{BytesEnd, BytesStart, Event};
 use quick_xml::reader::Reader;
 use zip::ZipArchive;
 
@@ -251,44 +251,7 @@ pub fn read_epub_from(
     data: impl Read + Seek,
     options: &BookOptions,
 ) -> Result<Book, ScriptError> {
-    let zip = ZipArchive::new(data).map_err(|e| {
-        fail(
-            path,
-            "",
-            &format!("is not a readable EPUB (corrupt ZIP: {e}); download or export it again"),
-        )
-    })?;
-    if zip.len() > MAX_ENTRIES {
-        return Err(fail(
-            path,
-            "",
-            &format!("has {} ZIP entries, more than {MAX_ENTRIES}", zip.len()),
-        ));
-    }
-    let mut ar = Archive {
-        zip,
-        path,
-        read_total: 0,
-    };
-    let container = ar.text("META-INF/container.xml")?.ok_or_else(|| {
-        fail(
-            path,
-            "META-INF/container.xml",
-            "is missing, so this is not an EPUB (every EPUB names its package file there)",
-        )
-    })?;
-    let opf_path = rootfile(path, &container)?;
-    if let Some(enc) = ar.text("META-INF/encryption.xml")? {
-        check_encryption(path, &enc)?;
-    }
-    let opf = ar.text(&opf_path)?.ok_or_else(|| {
-        fail(
-            path,
-            &opf_path,
-            "is named by META-INF/container.xml but is not in the archive",
-        )
-    })?;
-    let package = parse_opf(path, &opf_path, &opf)?;
+    let (mut ar, opf_path, package) = open_package(path, data)?;
     let opf_dir = parent(&opf_path);
 
     let (mut toc, mut marks) = read_nav(&mut ar, &package, opf_dir)?;
@@ -297,31 +260,8 @@ pub fn read_epub_from(
         toc[i - 1].parent = toc[i].level > toc[i - 1].level;
     }
     toc.retain(|t| t.level <= usize::from(options.chapter_depth));
-    marks.extend(package.guide.iter().map(|(kind, href)| {
-        let kind = kind.strip_prefix("other.").unwrap_or(kind);
-        let kind = GUIDE_TYPES
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map_or(kind, |(_, t)| *t);
-        let (file, fragment) = resolve(opf_dir, href);
-        Mark {
-            file,
-            fragment,
-            types: vec![kind.to_owned()],
-        }
-    }));
-    // Where `--matter body` starts reading: the landmarks' (or guide's) body matter.
-    let body_start = marks
-        .iter()
-        .find(|m| m.types.iter().any(|t| t == "bodymatter"))
-        .and_then(|m| {
-            package.spine.iter().position(|(idref, _)| {
-                package
-                    .manifest
-                    .get(idref)
-                    .is_some_and(|i| resolve(opf_dir, &i.href).0 == m.file)
-            })
-        });
+    marks.extend(guide_marks(&package, opf_dir));
+    let body_start = body_start(&marks, &package, opf_dir);
     let mut book = Book {
         title: package.title.clone(),
         author: package.author.clone(),
@@ -361,38 +301,18 @@ pub fn read_epub_from(
             )
         })?;
         let inherited = chapter.clone();
-        let targets: Vec<&TocEntry> = toc.iter().filter(|t| t.file == name).collect();
-        let parent = targets.iter().any(|t| t.fragment.is_none() && t.parent);
-        let file_titles: Vec<&str> = targets
-            .iter()
-            .filter(|t| t.fragment.is_none())
-            .map(|t| t.title.as_str())
-            .collect();
-        for t in &file_titles {
+        let targets = FileTargets::new(&toc, &marks, &name);
+        for t in &targets.file_titles {
             start_chapter(&mut chapter, t);
-        }
-        let mut ids: HashMap<&str, Vec<&str>> = HashMap::new();
-        for t in &targets {
-            if let Some(f) = &t.fragment {
-                ids.entry(f.as_str()).or_default().push(&t.title);
-            }
-        }
-        let mut types: HashMap<&str, Vec<&str>> = HashMap::new();
-        for m in marks.iter().filter(|m| m.file == name) {
-            let key = m.fragment.as_deref().unwrap_or("");
-            types
-                .entry(key)
-                .or_default()
-                .extend(m.types.iter().map(String::as_str));
         }
         let ctx = XhtmlContext {
             path,
             name: &name,
-            ids: &ids,
-            types: &types,
+            ids: &targets.ids,
+            types: &targets.types,
             options,
             use_headings,
-            file_title: file_titles.last().copied(),
+            file_title: targets.file_titles.last().copied(),
             title: book.title.clone(),
             author: book.author.clone(),
             item_start: book.segments.len(),
@@ -410,10 +330,147 @@ pub fn read_epub_from(
         // A chapter that starts with this file, all of which was left out, starts none; but a
         // part whose title page was left out ("The Art of War", above its chapters) starts
         // with what it holds.
-        if left_out && book.segments.len() == before && !parent {
+        if left_out && book.segments.len() == before && !targets.parent {
             chapter = inherited;
         }
     }
+    Ok(finish_book(book, later, &skipped, path, options))
+}
+
+/// The archive, the package file's name and the package, once the archive has passed the checks
+/// that come before reading any of the book: ZIP bomb limits, `container.xml`, DRM.
+fn open_package<R: Read + Seek>(
+    path: &Path,
+    data: R,
+) -> Result<(Archive<'_, R>, String, Package), ScriptError> {
+    let zip = ZipArchive::new(data).map_err(|e| {
+        fail(
+            path,
+            "",
+            &format!("is not a readable EPUB (corrupt ZIP: {e}); download or export it again"),
+        )
+    })?;
+    if zip.len() > MAX_ENTRIES {
+        return Err(fail(
+            path,
+            "",
+            &format!("has {} ZIP entries, more than {MAX_ENTRIES}", zip.len()),
+        ));
+    }
+    let mut ar = Archive {
+        zip,
+        path,
+        read_total: 0,
+    };
+    let container = ar.text("META-INF/container.xml")?.ok_or_else(|| {
+        fail(
+            path,
+            "META-INF/container.xml",
+            "is missing, so this is not an EPUB (every EPUB names its package file there)",
+        )
+    })?;
+    let opf_path = rootfile(path, &container)?;
+    if let Some(enc) = ar.text("META-INF/encryption.xml")? {
+        check_encryption(path, &enc)?;
+    }
+    let opf = ar.text(&opf_path)?.ok_or_else(|| {
+        fail(
+            path,
+            &opf_path,
+            "is named by META-INF/container.xml but is not in the archive",
+        )
+    })?;
+    let package = parse_opf(path, &opf_path, &opf)?;
+    Ok((ar, opf_path, package))
+}
+
+/// The EPUB 2 guide's references as marks, their types named as the landmarks name them.
+fn guide_marks<'p>(package: &'p Package, opf_dir: &'p str) -> impl Iterator<Item = Mark> + 'p {
+    package.guide.iter().map(move |(kind, href)| {
+        let kind = kind.strip_prefix("other.").unwrap_or(kind);
+        let kind = GUIDE_TYPES
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(kind, |(_, t)| *t);
+        let (file, fragment) = resolve(opf_dir, href);
+        Mark {
+            file,
+            fragment,
+            types: vec![kind.to_owned()],
+        }
+    })
+}
+
+/// Where `--matter body` starts reading: the spine index of the landmarks' (or guide's) body
+/// matter.
+fn body_start(marks: &[Mark], package: &Package, opf_dir: &str) -> Option<usize> {
+    marks
+        .iter()
+        .find(|m| m.types.iter().any(|t| t == "bodymatter"))
+        .and_then(|m| {
+            package.spine.iter().position(|(idref, _)| {
+                package
+                    .manifest
+                    .get(idref)
+                    .is_some_and(|i| resolve(opf_dir, &i.href).0 == m.file)
+            })
+        })
+}
+
+/// What the table of contents and the landmarks say of one spine file, gathered before the
+/// file is read so that [`read_xhtml`] looks each element up by id.
+struct FileTargets<'t> {
+    /// An entry for the whole file has entries nested under it.
+    parent: bool,
+    /// Titles of the entries for the whole file, outermost first.
+    file_titles: Vec<&'t str>,
+    /// Element ids where an entry starts a chapter, with its titles.
+    ids: HashMap<&'t str, Vec<&'t str>>,
+    /// Semantics given element ids ("" for the whole file).
+    types: HashMap<&'t str, Vec<&'t str>>,
+}
+
+impl<'t> FileTargets<'t> {
+    fn new(toc: &'t [TocEntry], marks: &'t [Mark], name: &str) -> Self {
+        let targets: Vec<&TocEntry> = toc.iter().filter(|t| t.file == name).collect();
+        let parent = targets.iter().any(|t| t.fragment.is_none() && t.parent);
+        let file_titles: Vec<&str> = targets
+            .iter()
+            .filter(|t| t.fragment.is_none())
+            .map(|t| t.title.as_str())
+            .collect();
+        let mut ids: HashMap<&str, Vec<&str>> = HashMap::new();
+        for t in &targets {
+            if let Some(f) = &t.fragment {
+                ids.entry(f.as_str()).or_default().push(&t.title);
+            }
+        }
+        let mut types: HashMap<&str, Vec<&str>> = HashMap::new();
+        for m in marks.iter().filter(|m| m.file == name) {
+            let key = m.fragment.as_deref().unwrap_or("");
+            types
+                .entry(key)
+                .or_default()
+                .extend(m.types.iter().map(String::as_str));
+        }
+        FileTargets {
+            parent,
+            file_titles,
+            ids,
+            types,
+        }
+    }
+}
+
+/// The notes read at the end appended (under "Notes" unless a chapter names them), Roman
+/// headings spoken, and what was left out noted.
+fn finish_book(
+    mut book: Book,
+    mut later: Later,
+    skipped: &Skipped,
+    path: &Path,
+    options: &BookOptions,
+) -> Book {
     if let Some(first) = later.book.segments.first_mut()
         && first.chapter.is_none()
     {
@@ -425,7 +482,7 @@ pub fn read_epub_from(
         book.notes.push(note);
     }
     book.notes.extend(skipped.matter_note(path, options));
-    Ok(book)
+    book
 }
 
 /// Starts a chapter, or joins a pending one ("Part One" and "The Storm" at the same paragraph
@@ -1072,196 +1129,286 @@ fn read_xhtml(
     later: &mut Later,
 ) -> Result<bool, ScriptError> {
     let mut r = reader(xml);
-    let mut buf = Buf::default();
-    // Depth inside a skipped element (0: reading).
-    let mut skip = 0usize;
-    // Open elements being read, and where special ones opened.
-    let mut depth = 0usize;
-    let mut heading: Option<u8> = None;
-    let mut romans: Vec<(usize, usize)> = Vec::new();
-    let mut deferred: Option<usize> = None;
-    // Inside front or back matter that `--matter body` leaves out: read into a book that is
-    // dropped, so that notes in it still go where `--notes` says; its name in `skipped.parts`,
-    // "front matter" until a part inside names it better.
-    let mut dropped: Option<(usize, usize, Later)> = None;
-    let mut left_out = false;
+    let mut x = XhtmlReader {
+        ctx,
+        book,
+        chapter,
+        skipped,
+        later,
+        buf: Buf::default(),
+        skip: 0,
+        depth: 0,
+        heading: None,
+        romans: Vec::new(),
+        deferred: None,
+        dropped: None,
+        left_out: false,
+    };
     loop {
         let event = r
             .read_event()
             .map_err(|e| xml_error(ctx.path, ctx.name, &r, e))?;
         let opening = matches!(event, Event::Start(_));
         match event {
-            Event::Start(e) | Event::Empty(e) if skip > 0 => {
+            Event::Start(e) | Event::Empty(e) if x.skip > 0 => {
                 if opening {
-                    skip += 1;
+                    x.skip += 1;
                 }
-                count_image(&local(&e), skipped);
+                count_image(&local(&e), x.skipped);
             }
-            Event::End(_) if skip > 0 => skip -= 1,
-            _ if skip > 0 => {}
-            Event::Start(e) => {
-                let tag = local(&e);
-                if SKIPPED.contains(&tag.as_str()) {
-                    buf.flush(book, chapter);
-                    match tag.as_str() {
-                        "script" | "style" => skipped.scripts += 1,
-                        "svg" => skipped.images += 1,
-                        "head" => {}
-                        _ => skipped.other += 1,
-                    }
-                    skip = 1;
-                    continue;
-                }
-                let owned = epub_types(&e);
-                let mut types: Vec<&str> = owned.iter().map(String::as_str).collect();
-                if tag == "body" {
-                    types.extend(ctx.types.get("").into_iter().flatten());
-                    if ctx.before_body {
-                        types.push("frontmatter");
-                    }
-                }
-                if let Some(id) = attr(&e, "id") {
-                    types.extend(ctx.types.get(id.as_str()).into_iter().flatten());
-                }
-                match verdict(&types, ctx.options, ctx.title.is_some()) {
-                    Verdict::Marker { noteref } => {
-                        skipped.markers += usize::from(noteref);
-                        skip = 1;
-                        continue;
-                    }
-                    Verdict::Notes if deferred.is_some() => {}
-                    Verdict::Notes if ctx.options.notes == NotesMode::Skip => {
-                        buf.flush(book, chapter);
-                        skipped.notes += 1;
-                        left_out = true;
-                        skip = 1;
-                        continue;
-                    }
-                    Verdict::Notes => {
-                        buf.flush(book, chapter);
-                        skipped.notes += 1;
-                        left_out = true;
-                        let main = dropped.as_ref().map_or(&*book, |d| &d.2.book);
-                        if main.segments.len() == ctx.item_start && later.chapter.is_none() {
-                            later.chapter = ctx.file_title.map(str::to_owned);
-                        }
-                        std::mem::swap(book, &mut later.book);
-                        std::mem::swap(chapter, &mut later.chapter);
-                        deferred = Some(depth + 1);
-                    }
-                    Verdict::Part(name) if dropped.is_some() => {
-                        if let Some((_, i, _)) = &dropped
-                            && skipped.parts[*i].ends_with(" matter")
-                            && !name.ends_with(" matter")
-                        {
-                            skipped.parts[*i] = name;
-                        }
-                        skip = 1;
-                        continue;
-                    }
-                    Verdict::Part(name) if name.ends_with(" matter") => {
-                        buf.flush(book, chapter);
-                        left_out = true;
-                        let mut scratch = Later::default();
-                        std::mem::swap(book, &mut scratch.book);
-                        std::mem::swap(chapter, &mut scratch.chapter);
-                        dropped = Some((depth + 1, skipped.parts.len(), scratch));
-                        skipped.parts.push(name);
-                    }
-                    Verdict::Part(name) => {
-                        buf.flush(book, chapter);
-                        skipped.parts.push(name);
-                        left_out = true;
-                        skip = 1;
-                        continue;
-                    }
-                    Verdict::Titlepage => {
-                        buf.flush(book, chapter);
-                        announce_title(ctx, book, chapter);
-                        skip = 1;
-                        continue;
-                    }
-                    Verdict::Read => {}
-                }
-                depth += 1;
-                element_start(ctx, &e, &tag, &mut buf, book, chapter, skipped);
-                if let Some(level) = heading_level(&tag) {
-                    buf.flush(book, chapter);
-                    heading = Some(level);
-                } else if BLOCKS.contains(&tag.as_str()) {
-                    buf.flush(book, chapter);
-                }
-                if heading.is_some() && types.contains(&"z3998:roman") {
-                    romans.push((depth, buf.said.len()));
-                }
-            }
-            Event::Empty(e) => {
-                let tag = local(&e);
-                match tag.as_str() {
-                    "script" | "style" => skipped.scripts += 1,
-                    "svg" => skipped.images += 1,
-                    "object" | "video" | "audio" => skipped.other += 1,
-                    _ => {}
-                }
-                element_start(ctx, &e, &tag, &mut buf, book, chapter, skipped);
-                if BLOCKS.contains(&tag.as_str()) {
-                    buf.flush(book, chapter);
-                }
-            }
-            Event::End(e) => {
-                let tag = e.local_name().as_ref().to_ascii_lowercase();
-                if let Some(&(at, from)) = romans.last()
-                    && at == depth
-                {
-                    romans.pop();
-                    if let Some(words) = buf
-                        .said
-                        .get(from..)
-                        .and_then(|n| crate::text::roman_heading(n, true))
-                    {
-                        buf.said.truncate(from);
-                        buf.said.push_str(&words);
-                    }
-                }
-                if let Some(level) = heading_level(&tag) {
-                    if ctx.use_headings && level <= ctx.options.chapter_depth && heading.is_some() {
-                        start_chapter(chapter, &buf.shown);
-                    }
-                    heading = None;
-                    if !buf.shown.trim().is_empty() {
-                        book.push_heading(&buf.shown, Some(&buf.said), level, chapter);
-                    }
-                    buf.clear();
-                } else if BLOCKS.contains(&tag.as_str()) {
-                    buf.flush(book, chapter);
-                }
-                if deferred == Some(depth) {
-                    buf.flush(book, chapter);
-                    std::mem::swap(book, &mut later.book);
-                    std::mem::swap(chapter, &mut later.chapter);
-                    deferred = None;
-                }
-                if dropped.as_ref().is_some_and(|d| d.0 == depth) {
-                    buf.flush(book, chapter);
-                    restore(book, chapter, dropped.take(), skipped);
-                }
-                depth = depth.saturating_sub(1);
-            }
-            Event::Text(t) => buf.push_str(&t.xml10_content()),
-            Event::CData(t) => buf.push_str(&t),
-            Event::GeneralRef(g) => buf.push_str(&entity(&g)),
+            Event::End(_) if x.skip > 0 => x.skip -= 1,
+            _ if x.skip > 0 => {}
+            Event::Start(e) => x.start(&e),
+            Event::Empty(e) => x.empty(&e),
+            Event::End(e) => x.end(&e),
+            Event::Text(t) => x.buf.push_str(&t.xml10_content()),
+            Event::CData(t) => x.buf.push_str(&t),
+            Event::GeneralRef(g) => x.buf.push_str(&entity(&g)),
             Event::Eof => break,
             _ => {}
         }
     }
-    buf.flush(book, chapter);
-    // A file whose elements do not close: what was swapped in is swapped back.
-    if deferred.is_some() {
-        std::mem::swap(book, &mut later.book);
-        std::mem::swap(chapter, &mut later.chapter);
+    Ok(x.finish())
+}
+
+/// The state of reading one XHTML file. A struct, so that each kind of XML event has a method of
+/// its own while they share what the file has opened so far.
+struct XhtmlReader<'a, 'c> {
+    ctx: &'a XhtmlContext<'c>,
+    book: &'a mut Book,
+    chapter: &'a mut Option<String>,
+    skipped: &'a mut Skipped,
+    later: &'a mut Later,
+    buf: Buf,
+    /// Depth inside a skipped element (0: reading).
+    skip: usize,
+    /// Open elements being read, and where special ones opened.
+    depth: usize,
+    /// The level of the heading being read.
+    heading: Option<u8>,
+    /// Roman ordinals open in a heading: (depth, where they start in `buf.said`).
+    romans: Vec<(usize, usize)>,
+    /// The depth of the notes being read into `later` (`--notes end`).
+    deferred: Option<usize>,
+    /// Inside front or back matter that `--matter body` leaves out: read into a book that is
+    /// dropped, so that notes in it still go where `--notes` says; its name in `skipped.parts`,
+    /// "front matter" until a part inside names it better.
+    dropped: Option<(usize, usize, Later)>,
+    left_out: bool,
+}
+
+impl XhtmlReader<'_, '_> {
+    fn flush(&mut self) {
+        self.buf.flush(self.book, self.chapter);
     }
-    restore(book, chapter, dropped, skipped);
-    Ok(left_out)
+
+    /// Puts the notes read at the end in place of the book, or the book back: notes read while
+    /// swapped in go where `--notes end` says.
+    fn swap_later(&mut self) {
+        std::mem::swap(self.book, &mut self.later.book);
+        std::mem::swap(self.chapter, &mut self.later.chapter);
+    }
+
+    fn start(&mut self, e: &BytesStart) {
+        let tag = local(e);
+        if SKIPPED.contains(&tag.as_str()) {
+            self.flush();
+            match tag.as_str() {
+                "script" | "style" => self.skipped.scripts += 1,
+                "svg" => self.skipped.images += 1,
+                "head" => {}
+                _ => self.skipped.other += 1,
+            }
+            self.skip = 1;
+            return;
+        }
+        let owned = epub_types(e);
+        let types = element_types(self.ctx, &tag, e, &owned);
+        if !self.enter(verdict(&types, self.ctx.options, self.ctx.title.is_some())) {
+            return;
+        }
+        self.depth += 1;
+        element_start(
+            self.ctx,
+            e,
+            &tag,
+            &mut self.buf,
+            self.book,
+            self.chapter,
+            self.skipped,
+        );
+        if let Some(level) = heading_level(&tag) {
+            self.flush();
+            self.heading = Some(level);
+        } else if BLOCKS.contains(&tag.as_str()) {
+            self.flush();
+        }
+        if self.heading.is_some() && types.contains(&"z3998:roman") {
+            self.romans.push((self.depth, self.buf.said.len()));
+        }
+    }
+
+    /// Acts on what `--matter` and `--notes` say of an element being opened; true if its
+    /// content is read (maybe into the notes or the dropped matter), false if it is skipped.
+    fn enter(&mut self, verdict: Verdict) -> bool {
+        match verdict {
+            Verdict::Marker { noteref } => {
+                self.skipped.markers += usize::from(noteref);
+                self.skip = 1;
+                return false;
+            }
+            Verdict::Notes if self.deferred.is_some() => {}
+            Verdict::Notes if self.ctx.options.notes == NotesMode::Skip => {
+                self.flush();
+                self.skipped.notes += 1;
+                self.left_out = true;
+                self.skip = 1;
+                return false;
+            }
+            Verdict::Notes => {
+                self.flush();
+                self.skipped.notes += 1;
+                self.left_out = true;
+                let main = self.dropped.as_ref().map_or(&*self.book, |d| &d.2.book);
+                if main.segments.len() == self.ctx.item_start && self.later.chapter.is_none() {
+                    self.later.chapter = self.ctx.file_title.map(str::to_owned);
+                }
+                self.swap_later();
+                self.deferred = Some(self.depth + 1);
+            }
+            Verdict::Part(name) if self.dropped.is_some() => {
+                if let Some((_, i, _)) = &self.dropped
+                    && self.skipped.parts[*i].ends_with(" matter")
+                    && !name.ends_with(" matter")
+                {
+                    self.skipped.parts[*i] = name;
+                }
+                self.skip = 1;
+                return false;
+            }
+            Verdict::Part(name) if name.ends_with(" matter") => {
+                self.flush();
+                self.left_out = true;
+                let mut scratch = Later::default();
+                std::mem::swap(self.book, &mut scratch.book);
+                std::mem::swap(self.chapter, &mut scratch.chapter);
+                self.dropped = Some((self.depth + 1, self.skipped.parts.len(), scratch));
+                self.skipped.parts.push(name);
+            }
+            Verdict::Part(name) => {
+                self.flush();
+                self.skipped.parts.push(name);
+                self.left_out = true;
+                self.skip = 1;
+                return false;
+            }
+            Verdict::Titlepage => {
+                self.flush();
+                announce_title(self.ctx, self.book, self.chapter);
+                self.skip = 1;
+                return false;
+            }
+            Verdict::Read => {}
+        }
+        true
+    }
+
+    fn empty(&mut self, e: &BytesStart) {
+        let tag = local(e);
+        match tag.as_str() {
+            "script" | "style" => self.skipped.scripts += 1,
+            "svg" => self.skipped.images += 1,
+            "object" | "video" | "audio" => self.skipped.other += 1,
+            _ => {}
+        }
+        element_start(
+            self.ctx,
+            e,
+            &tag,
+            &mut self.buf,
+            self.book,
+            self.chapter,
+            self.skipped,
+        );
+        if BLOCKS.contains(&tag.as_str()) {
+            self.flush();
+        }
+    }
+
+    fn end(&mut self, e: &BytesEnd) {
+        let tag = e.local_name().as_ref().to_ascii_lowercase();
+        if let Some(&(at, from)) = self.romans.last()
+            && at == self.depth
+        {
+            self.romans.pop();
+            if let Some(words) = self
+                .buf
+                .said
+                .get(from..)
+                .and_then(|n| crate::text::roman_heading(n, true))
+            {
+                self.buf.said.truncate(from);
+                self.buf.said.push_str(&words);
+            }
+        }
+        if let Some(level) = heading_level(&tag) {
+            let ctx = self.ctx;
+            if ctx.use_headings && level <= ctx.options.chapter_depth && self.heading.is_some() {
+                start_chapter(self.chapter, &self.buf.shown);
+            }
+            self.heading = None;
+            if !self.buf.shown.trim().is_empty() {
+                self.book
+                    .push_heading(&self.buf.shown, Some(&self.buf.said), level, self.chapter);
+            }
+            self.buf.clear();
+        } else if BLOCKS.contains(&tag.as_str()) {
+            self.flush();
+        }
+        if self.deferred == Some(self.depth) {
+            self.flush();
+            self.swap_later();
+            self.deferred = None;
+        }
+        if self.dropped.as_ref().is_some_and(|d| d.0 == self.depth) {
+            self.flush();
+            restore(self.book, self.chapter, self.dropped.take(), self.skipped);
+        }
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// The end of the file; true if something was left out.
+    fn finish(mut self) -> bool {
+        self.flush();
+        // A file whose elements do not close: what was swapped in is swapped back.
+        if self.deferred.is_some() {
+            self.swap_later();
+        }
+        restore(self.book, self.chapter, self.dropped, self.skipped);
+        self.left_out
+    }
+}
+
+/// The semantics of an element being opened: its own `epub:type`s and `role`s, those the
+/// landmarks or the guide give its id, and for `body` those given its file (and front matter
+/// before the landmarks' body matter).
+fn element_types<'x>(
+    ctx: &'x XhtmlContext,
+    tag: &str,
+    e: &BytesStart,
+    owned: &'x [String],
+) -> Vec<&'x str> {
+    let mut types: Vec<&str> = owned.iter().map(String::as_str).collect();
+    if tag == "body" {
+        types.extend(ctx.types.get("").into_iter().flatten());
+        if ctx.before_body {
+            types.push("frontmatter");
+        }
+    }
+    if let Some(id) = attr(e, "id") {
+        types.extend(ctx.types.get(id.as_str()).into_iter().flatten());
+    }
+    types
 }
 
 /// Ends front or back matter being dropped: the book read before it is back in place, and a part

@@ -76,40 +76,7 @@ pub fn assemble(
     }
     let chapters = prepare_chapters(&meta.chapters)?;
     let cues = prepare_cues(&meta.cues)?;
-    let stopped = || {
-        if stop.load(Ordering::Relaxed) {
-            Err(MediaError::Cancelled)
-        } else {
-            Ok(())
-        }
-    };
-    // Each distinct file once; `order[i]` is chunk i's entry in `files`.
-    let mut files: Vec<(&Path, ChunkScan, FileId)> = Vec::new();
-    let mut seen: HashMap<&Path, usize> = HashMap::new();
-    let mut order = Vec::with_capacity(chunks.len());
-    for c in chunks {
-        stopped()?;
-        if let Some(&i) = seen.get(c.path.as_path()) {
-            order.push(i);
-            continue;
-        }
-        let mut open = open_chunk(&c.path)?;
-        let s = scan_open(&c.path, &mut open.input)?;
-        if let Some((frames, samples)) = c.expect
-            && (s.info.frames, s.info.samples) != (frames, samples)
-        {
-            return Err(MediaError::ChunkChanged {
-                path: c.path.clone(),
-                reason: format!(
-                    "it holds {} frames and {} samples, {frames} and {samples} when checked",
-                    s.info.frames, s.info.samples
-                ),
-            });
-        }
-        seen.insert(&c.path, files.len());
-        order.push(files.len());
-        files.push((&c.path, s, open.id));
-    }
+    let (files, order) = scan_chunks(chunks, stop)?;
     check_compatible(&files)?;
     let totals = Totals::of(order.iter().map(|&i| &files[i].1))?;
     let first = &files[0].1;
@@ -123,22 +90,7 @@ pub fn assemble(
     let global_header = out.format().flags().contains(format::Flags::GLOBAL_HEADER);
     let frame_tb = Rational::new(1, totals.fps as i32);
 
-    // Stream 0: H.264, parameters (avcC) from the first chunk; all chunks have equal ones.
-    {
-        let mut st = ff(
-            output,
-            "add video stream",
-            out.add_stream(encoder::find(codec::Id::None)),
-        )?;
-        st.set_parameters(first.video_params.clone());
-        // SAFETY: the stream's codecpar is valid while `out` lives. Matroska's codec tag
-        // means nothing in MP4; 0 lets the mp4 muxer pick `avc1`.
-        unsafe {
-            (*st.parameters().as_mut_ptr()).codec_tag = 0;
-        }
-        st.set_time_base(frame_tb);
-        st.set_avg_frame_rate(Rational::new(totals.fps as i32, 1));
-    }
+    add_video_stream(&mut out, output, first, frame_tb, totals.fps)?;
     // Stream 1: AAC.
     let mut aac = AacTrack::open(output, totals.sample_rate, global_header)?;
     aac.add_stream(&mut out)?;
@@ -149,29 +101,7 @@ pub fn assemble(
         st.set_parameters(&enc);
         st.set_time_base(MS);
     }
-    for (i, (start, end, title)) in chapters.iter().enumerate() {
-        ff(
-            output,
-            "add chapter",
-            out.add_chapter(i as i64 + 1, MS, *start, *end, title),
-        )?;
-    }
-    let mut tags = Dictionary::new();
-    if let Some(title) = &meta.title {
-        tags.set("title", title);
-    }
-    if let Some(author) = &meta.author {
-        check_no_nul(author, "author")?;
-        tags.set("artist", author);
-    }
-    out.set_metadata(tags);
-    let mut options = Dictionary::new();
-    options.set("movflags", "+faststart");
-    ff(
-        output,
-        "write MP4 header",
-        out.write_header_with(options).map(drop),
-    )?;
+    write_header(&mut out, output, meta, &chapters)?;
     let tb = |out: &format::context::Output, i: usize| out.stream(i).map(|s| s.time_base());
     let video_tb = tb(&out, 0).unwrap_or(frame_tb);
     aac.set_stream(1, tb(&out, 1).unwrap_or(Rational::new(1, 48_000)));
@@ -182,7 +112,7 @@ pub fn assemble(
 
     let mut frame_offset: i64 = 0;
     for &i in &order {
-        stopped()?;
+        stopped(stop)?;
         let (path, chunk, id) = &files[i];
         let mut open = open_chunk(path)?;
         if open.id != *id {
@@ -217,6 +147,111 @@ pub fn assemble(
         duration_s: totals.video_s().max(totals.audio_s()),
         bytes,
     })
+}
+
+/// [`MediaError::Cancelled`] once `stop` is set; checked between chunks and packets.
+fn stopped(stop: &AtomicBool) -> Result<(), MediaError> {
+    if stop.load(Ordering::Relaxed) {
+        Err(MediaError::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
+/// A distinct chunk file validated: its path, its scan and its identity (to copy the very file
+/// that was validated).
+type ScannedFile<'c> = (&'c Path, ChunkScan, FileId);
+
+/// Every chunk validated before the output is created, each distinct file once; the second list
+/// gives each chunk's entry in the first. A chunk whose frames or samples differ from what its
+/// caller checked fails here.
+fn scan_chunks<'c>(
+    chunks: &'c [ChunkRef],
+    stop: &AtomicBool,
+) -> Result<(Vec<ScannedFile<'c>>, Vec<usize>), MediaError> {
+    let mut files: Vec<ScannedFile<'c>> = Vec::new();
+    let mut seen: HashMap<&Path, usize> = HashMap::new();
+    let mut order = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        stopped(stop)?;
+        if let Some(&i) = seen.get(c.path.as_path()) {
+            order.push(i);
+            continue;
+        }
+        let mut open = open_chunk(&c.path)?;
+        let s = scan_open(&c.path, &mut open.input)?;
+        if let Some((frames, samples)) = c.expect
+            && (s.info.frames, s.info.samples) != (frames, samples)
+        {
+            return Err(MediaError::ChunkChanged {
+                path: c.path.clone(),
+                reason: format!(
+                    "it holds {} frames and {} samples, {frames} and {samples} when checked",
+                    s.info.frames, s.info.samples
+                ),
+            });
+        }
+        seen.insert(&c.path, files.len());
+        order.push(files.len());
+        files.push((&c.path, s, open.id));
+    }
+    Ok((files, order))
+}
+
+/// Stream 0: H.264, parameters (avcC) from the first chunk; all chunks have equal ones.
+fn add_video_stream(
+    out: &mut format::context::Output,
+    output: &Path,
+    first: &ChunkScan,
+    frame_tb: Rational,
+    fps: u32,
+) -> Result<(), MediaError> {
+    let mut st = ff(
+        output,
+        "add video stream",
+        out.add_stream(encoder::find(codec::Id::None)),
+    )?;
+    st.set_parameters(first.video_params.clone());
+    // SAFETY: the stream's codecpar is valid while `out` lives. Matroska's codec tag
+    // means nothing in MP4; 0 lets the mp4 muxer pick `avc1`.
+    unsafe {
+        (*st.parameters().as_mut_ptr()).codec_tag = 0;
+    }
+    st.set_time_base(frame_tb);
+    st.set_avg_frame_rate(Rational::new(fps as i32, 1));
+    Ok(())
+}
+
+/// Chapters, title and author, then the header, asking for the moov atom in front (faststart).
+fn write_header(
+    out: &mut format::context::Output,
+    output: &Path,
+    meta: &OutputMeta,
+    chapters: &[(i64, i64, String)],
+) -> Result<(), MediaError> {
+    for (i, (start, end, title)) in chapters.iter().enumerate() {
+        ff(
+            output,
+            "add chapter",
+            out.add_chapter(i as i64 + 1, MS, *start, *end, title),
+        )?;
+    }
+    let mut tags = Dictionary::new();
+    if let Some(title) = &meta.title {
+        tags.set("title", title);
+    }
+    if let Some(author) = &meta.author {
+        check_no_nul(author, "author")?;
+        tags.set("artist", author);
+    }
+    out.set_metadata(tags);
+    let mut options = Dictionary::new();
+    options.set("movflags", "+faststart");
+    ff(
+        output,
+        "write MP4 header",
+        out.write_header_with(options).map(drop),
+    )
 }
 
 /// Sums and shared values of the chunk list.
@@ -324,7 +359,7 @@ fn copy_chunk(
 }
 
 /// First chunk's size, fps, sample rate and H.264 parameter sets must hold for all.
-fn check_compatible(files: &[(&Path, ChunkScan, FileId)]) -> Result<(), MediaError> {
+fn check_compatible(files: &[ScannedFile]) -> Result<(), MediaError> {
     let first = &files[0].1;
     for (path, s, _) in files.iter().skip(1) {
         let mismatch = |what: &'static str, first: String, found: String| {

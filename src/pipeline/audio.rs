@@ -9,6 +9,7 @@
 //! whatever the book's length, and chapters and subtitle cues are timed on the same sample clock
 //! as the audio written.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -68,120 +69,29 @@ pub(super) fn render_audio(
         cancel,
     };
 
-    // Pass 1: every phrase synthesised (or found) and cached; chunk lengths, cues and chapter
-    // starts measured. The muxer needs the chapters before its header, so they are known first.
-    progress.event(Event::Start {
-        stage: Stage::Speech,
-        total: plan.utterances.len() as u64,
-    });
     let standard = Loudness::resolve(opts.extra.loudness, OutputKind::Audio(format));
-    let rate = plan.sample_rate;
-    let mut meter = standard.and_then(|_| Meter::new(1, rate));
-    let mut lengths = Vec::with_capacity(plan.chunks.len());
-    let mut timeline = Timeline::new(rate);
-    speaker.each_chunk(
-        |c, audio| {
-            if let Some(m) = &mut meter {
-                m.add_i16(&audio.pcm);
-            }
-            let samples = audio.pcm.len();
-            plan.place_chunk(&mut timeline, c, &audio.sentence_spans, samples as u64);
-            lengths.push(samples);
-            Ok(())
-        },
-        |done| {
-            progress.event(Event::Advance {
-                stage: Stage::Speech,
-                done,
-            })
-        },
-    )?;
-    progress.event(Event::Finish {
-        stage: Stage::Speech,
-    });
-    let mut plan_levelling = |standard: Standard, before: &Meter| {
-        let before = before.figures();
-        let gain_db = standard.gain_db(&before);
-        let pad = |want: f64, have: f64| ((want - have).max(0.0) * f64::from(rate)).round() as u64;
-        let (lead, tail, noise) = match standard {
-            Standard::Acx => (
-                pad(ACX_LEAD_SECONDS, before.lead_seconds),
-                pad(ACX_TAIL_SECONDS, before.tail_seconds),
-                Some((ROOM_TONE_DB, opts.settings.look.seed)),
-            ),
-            Standard::Podcast | Standard::Broadcast => (0, 0, None),
-        };
-        timeline.pad(lead, tail);
-        let leveller = Leveller::new(
-            standard,
-            gain_db,
-            rate,
-            (lead as usize, tail as usize),
-            noise,
-        );
-        (leveller, before, gain_db)
-    };
-    let mut levelling = match (standard, &meter) {
-        (Some(s), Some(m)) => Some((s, plan_levelling(s, m))),
+    let mut measured = speaker.measure(standard.is_some())?;
+    let levelling = match (standard, &measured.meter) {
+        (Some(s), Some(m)) => Some(Levelling::plan(
+            s,
+            m,
+            plan.sample_rate,
+            opts.settings.look.seed,
+            &mut measured.timeline,
+        )),
         _ => None,
     };
-    let audio_seconds = timeline.seconds();
+    let audio_seconds = measured.timeline.seconds();
 
     // Pass 2: the same speech, now all from the phrase cache, into the file.
     let (bytes, subtitles, loudness) = timed(progress, &clock, Stage::Assemble, || {
         let meta = AudioMeta {
             title: script.title.clone(),
             author: script.author.clone(),
-            chapters: timeline.chapters(),
+            chapters: measured.timeline.chapters(),
         };
-        media::remove_stale_partials(&opts.output);
         let acx = standard == Some(Standard::Acx);
-        let mut writer = AudioWriter::create(&opts.output, format, rate, &meta, acx)?;
-        let mut after = levelling.as_ref().and_then(|_| Meter::new(1, rate));
-        let mut levelled = Vec::new();
-        speaker.each_chunk(
-            |c, audio| {
-                if audio.pcm.len() != lengths[c] {
-                    // Only when the cache failed to store a phrase (warned about): the voice's
-                    // noise would make its second synthesis differ from the length measured.
-                    return Err(Error::Io {
-                        path: cache.dir().to_path_buf(),
-                        source: std::io::Error::other(
-                            "the phrase cache did not keep this book's speech (see the warnings above), so chapters and subtitles cannot be timed; give a writable --cache DIR",
-                        ),
-                    });
-                }
-                match (&mut levelling, &mut after) {
-                    (Some((_, (leveller, _, _))), Some(after)) => {
-                        levelled.clear();
-                        leveller.push(&audio.pcm, &mut levelled);
-                        after.add_i16(&levelled);
-                        Ok(writer.push(&levelled)?)
-                    }
-                    _ => Ok(writer.push(&audio.pcm)?),
-                }
-            },
-            |_| {},
-        )?;
-        let mut report = None;
-        if let (Some((standard, (leveller, before, gain_db))), Some(mut after)) =
-            (levelling.take(), after)
-        {
-            levelled.clear();
-            leveller.finish(&mut levelled);
-            after.add_i16(&levelled);
-            writer.push(&levelled)?;
-            let mut after = after.figures();
-            after.sample_rate = format.output_rate(rate, acx);
-            report = Some(judged(opts, standard, before, gain_db, after, progress));
-        }
-        let bytes = writer.finish()?;
-        let subtitles = opts
-            .extra
-            .subtitles
-            .map(|f| media::write_sidecar(&opts.output, timeline.cues(), f))
-            .transpose()?;
-        Ok::<_, Error>((bytes, subtitles, report))
+        speaker.write(opts, format, &meta, acx, &measured, levelling)
     })?;
 
     let written = Written {
@@ -194,6 +104,62 @@ pub(super) fn render_audio(
         loudness,
         ..RenderReport::new(written, &plan, &engine, service, &clock, wall)
     })
+}
+
+/// What pass 1 measures of the whole book before a byte is written.
+struct Measured {
+    /// Each chunk's length in samples, to check pass 2 against.
+    lengths: Vec<usize>,
+    /// Chapter starts and cues, on the audio's sample clock.
+    timeline: Timeline,
+    /// The book's loudness (`--loudness`).
+    meter: Option<Meter>,
+}
+
+/// The book's levelling, planned from its measured loudness before pass 2 writes it.
+struct Levelling {
+    standard: Standard,
+    leveller: Leveller,
+    before: media::loudness::Figures,
+    gain_db: f64,
+}
+
+impl Levelling {
+    /// One gain for the book, and for ACX the room tone padded at its ends (on `timeline` too,
+    /// so that chapters and cues stay on the audio written).
+    fn plan(
+        standard: Standard,
+        before: &Meter,
+        rate: u32,
+        seed: u64,
+        timeline: &mut Timeline,
+    ) -> Levelling {
+        let before = before.figures();
+        let gain_db = standard.gain_db(&before);
+        let pad = |want: f64, have: f64| ((want - have).max(0.0) * f64::from(rate)).round() as u64;
+        let (lead, tail, noise) = match standard {
+            Standard::Acx => (
+                pad(ACX_LEAD_SECONDS, before.lead_seconds),
+                pad(ACX_TAIL_SECONDS, before.tail_seconds),
+                Some((ROOM_TONE_DB, seed)),
+            ),
+            Standard::Podcast | Standard::Broadcast => (0, 0, None),
+        };
+        timeline.pad(lead, tail);
+        let leveller = Leveller::new(
+            standard,
+            gain_db,
+            rate,
+            (lead as usize, tail as usize),
+            noise,
+        );
+        Levelling {
+            standard,
+            leveller,
+            before,
+            gain_db,
+        }
+    }
 }
 
 /// The standard's rules applied to the levelled book; each one it misses is warned about.
@@ -244,6 +210,114 @@ struct Speaker<'a> {
 }
 
 impl Speaker<'_> {
+    /// Pass 1: every phrase synthesised (or found) and cached; chunk lengths, cues and chapter
+    /// starts measured, and with `loudness` the book's loudness. The muxer needs the chapters
+    /// before its header, so they are known first.
+    fn measure(&mut self, loudness: bool) -> Result<Measured> {
+        let plan = self.plan;
+        let progress = self.progress;
+        progress.event(Event::Start {
+            stage: Stage::Speech,
+            total: plan.utterances.len() as u64,
+        });
+        let rate = plan.sample_rate;
+        let mut meter = loudness.then(|| Meter::new(1, rate)).flatten();
+        let mut lengths = Vec::with_capacity(plan.chunks.len());
+        let mut timeline = Timeline::new(rate);
+        self.each_chunk(
+            |c, audio| {
+                if let Some(m) = &mut meter {
+                    m.add_i16(&audio.pcm);
+                }
+                let samples = audio.pcm.len();
+                plan.place_chunk(&mut timeline, c, &audio.sentence_spans, samples as u64);
+                lengths.push(samples);
+                Ok(())
+            },
+            |done| {
+                progress.event(Event::Advance {
+                    stage: Stage::Speech,
+                    done,
+                })
+            },
+        )?;
+        progress.event(Event::Finish {
+            stage: Stage::Speech,
+        });
+        Ok(Measured {
+            lengths,
+            timeline,
+            meter,
+        })
+    }
+
+    /// Pass 2: the speech read back from the phrase cache, levelled, into the output; returns
+    /// its bytes, the subtitle sidecar and the loudness report.
+    fn write(
+        &mut self,
+        opts: &RenderOptions,
+        format: AudioFormat,
+        meta: &AudioMeta,
+        acx: bool,
+        measured: &Measured,
+        mut levelling: Option<Levelling>,
+    ) -> Result<(u64, Option<PathBuf>, Option<Levelled>)> {
+        let rate = self.plan.sample_rate;
+        let cache = self.cache;
+        media::remove_stale_partials(&opts.output);
+        let mut writer = AudioWriter::create(&opts.output, format, rate, meta, acx)?;
+        let mut after = levelling.as_ref().and_then(|_| Meter::new(1, rate));
+        let mut levelled = Vec::new();
+        self.each_chunk(
+            |c, audio| {
+                if audio.pcm.len() != measured.lengths[c] {
+                    // Only when the cache failed to store a phrase (warned about): the voice's
+                    // noise would make its second synthesis differ from the length measured.
+                    return Err(Error::Io {
+                        path: cache.dir().to_path_buf(),
+                        source: std::io::Error::other(
+                            "the phrase cache did not keep this book's speech (see the warnings above), so chapters and subtitles cannot be timed; give a writable --cache DIR",
+                        ),
+                    });
+                }
+                match (&mut levelling, &mut after) {
+                    (Some(l), Some(after)) => {
+                        levelled.clear();
+                        l.leveller.push(&audio.pcm, &mut levelled);
+                        after.add_i16(&levelled);
+                        Ok(writer.push(&levelled)?)
+                    }
+                    _ => Ok(writer.push(&audio.pcm)?),
+                }
+            },
+            |_| {},
+        )?;
+        let mut report = None;
+        if let (Some(l), Some(mut after)) = (levelling, after) {
+            levelled.clear();
+            l.leveller.finish(&mut levelled);
+            after.add_i16(&levelled);
+            writer.push(&levelled)?;
+            let mut after = after.figures();
+            after.sample_rate = format.output_rate(rate, acx);
+            report = Some(judged(
+                opts,
+                l.standard,
+                l.before,
+                l.gain_db,
+                after,
+                self.progress,
+            ));
+        }
+        let bytes = writer.finish()?;
+        let subtitles = opts
+            .extra
+            .subtitles
+            .map(|f| media::write_sidecar(&opts.output, measured.timeline.cues(), f))
+            .transpose()?;
+        Ok((bytes, subtitles, report))
+    }
+
     /// Every chunk's audio in order to `each`, [`WINDOW_CHUNKS`] chunks' speech at a time (from
     /// the phrase cache, else synthesised and cached); after each window, `window_done` with the
     /// utterances spoken so far. Returns `Cancelled` between windows once `cancel` is set.
