@@ -16,9 +16,9 @@ use std::path::Path;
 use image::RgbImage;
 use image::imageops::FilterType;
 use talker::assets::Assets;
+use talker::bench::pose;
 use talker::face::{FaceModels, Portrait};
-use talker::lipsync::Viseme;
-use talker::render::{FaceRig, FramePose, HeadPose};
+use talker::render::FaceRig;
 
 /// This thread's CPU seconds: one core's work, unaffected by other processes taking turns on
 /// the machine's cores (wall time on a shared machine is not).
@@ -34,21 +34,6 @@ fn cpu_seconds() -> f64 {
 
 /// Frames sampled for `--dump`/`--compare`: every `SAMPLE_EVERY`th.
 const SAMPLE_EVERY: usize = 20;
-
-/// The pose sequence of `talker bench`: every viseme, blinks, head sway.
-fn pose(i: usize) -> FramePose {
-    let v = Viseme::ALL[(i / 3) % Viseme::ALL.len()];
-    let phase = i as f32 * 0.07;
-    FramePose {
-        mouth: v.pose(),
-        blink: if i % 90 < 5 { 1.0 } else { 0.0 },
-        head: HeadPose {
-            dx: 0.02 * phase.sin(),
-            dy: 0.01 * phase.cos(),
-            roll: 0.01 * (phase * 0.5).sin(),
-        },
-    }
-}
 
 /// A square crop of 1.5 face widths about the face, scaled to `side`, and the face's landmarks
 /// moved alike (a face this close fills more than the detector's input window).

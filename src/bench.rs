@@ -196,8 +196,9 @@ fn stages_alone(
     Ok((stages, look))
 }
 
-/// A varied, repeatable pose sequence: every viseme, blinks, head sway.
-fn pose(i: usize) -> FramePose {
+/// A varied, repeatable pose sequence: every viseme, blinks, head sway (`talker bench` and
+/// `examples/frame_bench.rs` render the same frames).
+pub fn pose(i: usize) -> FramePose {
     let v = Viseme::ALL[(i / 3) % Viseme::ALL.len()];
     let phase = i as f32 * 0.07;
     FramePose {
