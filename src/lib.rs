@@ -39,6 +39,7 @@ pub mod script;
 pub mod settings;
 #[cfg(feature = "render")]
 pub mod speech;
+mod sqlite_file;
 pub mod text;
 pub mod tts;
 

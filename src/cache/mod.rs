@@ -33,10 +33,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use sqlx::Row;
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Row, migrate::Migrator};
 use tokio::runtime::Runtime;
 
 pub use chunk_meta::{ChunkDone, ChunkLookup, look_up_chunks};
@@ -45,13 +46,13 @@ pub use chunk_meta::{adopt_rowless, chunk_refs};
 pub use key::{Key, KeyBuilder};
 pub use location::{CacheLocation, TempDir, open_cache, report_warnings};
 
+use crate::sqlite_file::{self, FirstUseError, Owner};
 use crate::tts::{Phone, Speech};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/cache");
 
 /// `PRAGMA application_id` of our database files ("TLKC"), to tell them from foreign SQLite files.
 const APPLICATION_ID: i64 = 0x544C_4B43;
-const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1414286147";
 const DB_FILE: &str = "cache.sqlite";
 
 #[derive(Debug, thiserror::Error)]
@@ -999,59 +1000,44 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
             detail: check.join("; "),
         });
     }
-    // Migrations and the first-use stamp, one process at a time: a render that looked while
-    // another was creating the file would take it for a foreign one (tables, no stamp yet) and
-    // move it aside under the renders using it, and two migrators would fail each other.
-    let _init = lock_file(&path.with_file_name(".init.lock"))?;
-    let app_id: i64 = sqlx::query_scalar("PRAGMA application_id")
-        .fetch_one(&pool)
-        .await
-        .map_err(err)?;
-    if app_id != APPLICATION_ID {
-        let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master")
-            .fetch_one(&pool)
-            .await
-            .map_err(err)?;
-        if tables > 0 {
+    let owner = Owner {
+        application_id: APPLICATION_ID,
+        // As a per-connection pragma `auto_vacuum` needs the write lock, so every open would wait
+        // for (and time out behind) another process's write: set once, on the new file.
+        when_new: &["PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"],
+        migrator: &MIGRATOR,
+    };
+    let held = lock_file(&path.with_file_name(".init.lock"))?;
+    match sqlite_file::claim(&pool, &owner, held).await {
+        Ok(()) => Ok(pool),
+        Err(e) => {
+            // A version this talker does not know was applied by a newer one: its cache is not
+            // ours to rebuild (an older binary must not discard it, or its chunks).
+            let found = match &e {
+                FirstUseError::Migrate(MigrateError::VersionMissing(_)) => {
+                    sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+                        .fetch_one(&pool)
+                        .await
+                        .map_err(err)?
+                }
+                _ => None,
+            };
             pool.close().await;
-            return Err(CacheError::Foreign(path.to_path_buf()));
-        }
-        // Set once, on the new file: as a per-connection pragma it needs the write lock, so
-        // every open would wait for (and time out behind) another process's write.
-        let mut conn = pool.acquire().await.map_err(err)?;
-        for pragma in ["PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"] {
-            sqlx::query(pragma).execute(&mut *conn).await.map_err(err)?;
+            Err(match (e, found) {
+                (FirstUseError::Foreign, _) => CacheError::Foreign(path.to_path_buf()),
+                (_, Some(found)) => CacheError::Newer {
+                    path: path.to_path_buf(),
+                    found,
+                    known: MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default(),
+                },
+                (FirstUseError::Migrate(source), None) => CacheError::Migrate {
+                    path: path.to_path_buf(),
+                    source,
+                },
+                (FirstUseError::Db(source), None) => err(source),
+            })
         }
     }
-    if let Err(source) = MIGRATOR.run(&pool).await {
-        // A version this talker does not know was applied by a newer one: its cache is not
-        // ours to rebuild (an older binary must not discard it, or its chunks).
-        if let sqlx::migrate::MigrateError::VersionMissing(_) = source {
-            let found: Option<i64> =
-                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
-                    .fetch_one(&pool)
-                    .await
-                    .map_err(err)?;
-            pool.close().await;
-            return Err(CacheError::Newer {
-                path: path.to_path_buf(),
-                found: found.unwrap_or_default(),
-                known: MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default(),
-            });
-        }
-        pool.close().await;
-        return Err(CacheError::Migrate {
-            path: path.to_path_buf(),
-            source,
-        });
-    }
-    if app_id != APPLICATION_ID {
-        sqlx::query(SET_APPLICATION_ID)
-            .execute(&pool)
-            .await
-            .map_err(err)?;
-    }
-    Ok(pool)
 }
 
 /// SQLITE_BUSY (or a locked table): another connection holds the lock past the busy timeout.

@@ -3,8 +3,7 @@
 //! Input: the file's path. Output: a migrated pool (schema in `migrations/queue-sqlite/`).
 //! Invariants: WAL journal, a 30 s busy timeout and foreign keys on every connection; the file is
 //! ours (`PRAGMA application_id` "TLKQ") or refused; first-time migration runs under an exclusive
-//! lock on a `.lock` file beside it, so several workers starting at once on a new queue do not
-//! race to create the tables (a lock on the database file itself would break SQLite's own locks).
+//! lock on a `.lock` file beside it (`sqlite_file::claim`, shared with the cache).
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,10 +13,10 @@ use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
 use super::{Dialect, QueueError};
+use crate::sqlite_file::{self, FirstUseError, Owner};
 
 /// "TLKQ": tells our queue files from other SQLite files (and from the cache's "TLKC").
 const APPLICATION_ID: i64 = 0x544C_4B51;
-const SET_APPLICATION_ID: &str = "PRAGMA application_id = 1414286161";
 
 pub(super) const DIALECT: Dialect = Dialect {
     migrator: &sqlx::migrate!("./migrations/queue-sqlite"),
@@ -84,35 +83,24 @@ pub(super) async fn connect(path: &Path, shown: &str) -> Result<AnyPool, QueueEr
     let mut lock_path = path.clone().into_os_string();
     lock_path.push(".lock");
     let lock_path = std::path::PathBuf::from(lock_path);
-    let lock = std::fs::File::create(&lock_path)
-        .map_err(|e| open_err(format!("cannot create {}: {e}", lock_path.display())))?;
-    lock.lock()
+    let held = std::fs::File::create(&lock_path)
+        .and_then(|file| file.lock().map(|()| file))
         .map_err(|e| open_err(format!("cannot lock {}: {e}", lock_path.display())))?;
-    let app_id: i64 = sqlx::query_scalar("PRAGMA application_id")
-        .fetch_one(&pool)
-        .await
-        .map_err(db_err)?;
-    if app_id != APPLICATION_ID {
-        let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master")
-            .fetch_one(&pool)
-            .await
-            .map_err(db_err)?;
-        if tables > 0 {
-            pool.close().await;
-            return Err(QueueError::Foreign(shown.to_owned()));
-        }
-        sqlx::query("PRAGMA journal_mode = WAL")
-            .execute(&pool)
-            .await
-            .map_err(db_err)?;
+    let owner = Owner {
+        application_id: APPLICATION_ID,
+        when_new: &["PRAGMA journal_mode = WAL"],
+        migrator: DIALECT.migrator,
+    };
+    if let Err(e) = sqlite_file::claim(&pool, &owner, held).await {
+        pool.close().await;
+        return Err(match e {
+            FirstUseError::Foreign => QueueError::Foreign(shown.to_owned()),
+            FirstUseError::Db(error) => db_err(error),
+            FirstUseError::Migrate(error) => QueueError::Migrate {
+                location: shown.to_owned(),
+                error,
+            },
+        });
     }
-    super::migrate(&pool, &DIALECT, shown).await?;
-    if app_id != APPLICATION_ID {
-        sqlx::query(SET_APPLICATION_ID)
-            .execute(&pool)
-            .await
-            .map_err(db_err)?;
-    }
-    drop(lock);
     Ok(pool)
 }
