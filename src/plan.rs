@@ -90,6 +90,17 @@ pub struct Plan {
     pub sample_rate: u32,
 }
 
+/// What turns a sentence into phoneme ids and keys, for the whole plan.
+#[derive(Clone, Copy)]
+struct Voicing<'a> {
+    script: &'a Script,
+    voice: &'a VoiceConfig,
+    id: &'a SpeechIdentity,
+    phonemizer: &'a Phonemizer,
+    clock: &'a Clock,
+    cancel: &'a AtomicBool,
+}
+
 fn ms_to_samples(ms: u64, sample_rate: u32) -> u64 {
     ms * u64::from(sample_rate) / 1000
 }
@@ -110,68 +121,107 @@ impl Plan {
             chapters: script.segments.iter().map(|s| s.chapter.clone()).collect(),
             sample_rate: voice.sample_rate,
         };
+        let with = Voicing {
+            script,
+            voice,
+            id,
+            phonemizer,
+            clock,
+            cancel,
+        };
         for (si, segment) in script.segments.iter().enumerate() {
-            let first_sentence = plan.sentences.len();
-            let t = Instant::now();
-            // A segment with its own spoken form is shown whole while that form is spoken.
-            let pairs: Vec<(String, String)> = match &segment.say {
-                Some(say) => vec![(segment.text.clone(), text::normalize(say))],
-                None => text::split_sentences(&segment.text, MAX_SENTENCE_CHARS)
-                    .into_iter()
-                    .map(|raw| {
-                        let normalized = text::normalize(&raw);
-                        (raw, normalized)
-                    })
-                    .collect(),
-            };
-            let sentences: Vec<(String, String)> = pairs
-                .into_iter()
-                .filter(|(_, n)| text::is_speakable(n))
-                .collect();
-            clock.add(Stage::Text, t.elapsed());
-            for (raw, normalized) in sentences {
-                if cancel.load(Ordering::Relaxed) {
-                    return Err(Error::Cancelled);
-                }
-                let start = plan.utterances.len();
-                // The lexicon changes only the sentences it matches, and so only their keys.
-                let lexicon = |text: &str| match &script.lexicon {
-                    Some(lexicon) => lexicon.apply(text),
-                    None => vec![Piece::Text(text.to_owned())],
-                };
-                let read_as = key_text(&lexicon(&normalized));
-                for piece in text::split_sentences(&normalized, MAX_SENTENCE_CHARS) {
-                    let t = Instant::now();
-                    let phonemized =
-                        phonemizer.phonemize_pieces(&voice.espeak_voice, &lexicon(&piece))?;
-                    clock.add(Stage::Phonemes, t.elapsed());
-                    for phonemes in phonemized {
-                        let parts = bounded(&phonemes, MAX_UTTERANCE_PHONEMES);
-                        for part in parts.into_iter().filter(|p| has_sound(p)) {
-                            let (ids, kept) = voice.ids(part);
-                            let index = plan.utterances.len() - start;
-                            let key = phrase_key(&read_as, index, &ids, id);
-                            plan.utterances.push(Utterance { ids, kept, key });
-                        }
+            // Each `<break>` ends a run of speech: its chunks end with the pause the tag asks for.
+            let spoken = segment.say.as_deref().unwrap_or(&segment.text);
+            let runs = text::markup::split(spoken).map_err(|e| {
+                Error::Usage(format!("segments[{si}]: the tag {} {}", e.tag, e.message))
+            })?;
+            let last = runs.len() - 1;
+            for (ri, run) in runs.into_iter().enumerate() {
+                let first_sentence = plan.sentences.len();
+                let t = Instant::now();
+                // A segment with its own spoken form is shown whole while its first run is spoken.
+                let pairs: Vec<(String, String)> = match &segment.say {
+                    Some(_) => {
+                        let shown = if ri == 0 {
+                            text::markup::plain(&segment.text)
+                        } else {
+                            String::new()
+                        };
+                        vec![(shown, text::normalize(&run.text))]
                     }
-                }
-                if plan.utterances.len() > start {
-                    plan.sentences.push(Sentence {
-                        display: raw.trim().to_owned(),
-                        utterances: start..plan.utterances.len(),
-                    });
-                }
+                    None => text::split_sentences(&run.text, MAX_SENTENCE_CHARS)
+                        .into_iter()
+                        .map(|raw| {
+                            let normalized = text::normalize(&raw);
+                            (raw, normalized)
+                        })
+                        .collect(),
+                };
+                clock.add(Stage::Text, t.elapsed());
+                plan.add_sentences(pairs, &with)?;
+                let pause_ms = match run.pause_after_ms {
+                    Some(ms) if ri < last => ms,
+                    Some(ms) => ms.saturating_add(segment.pause_ms),
+                    None => segment.pause_ms,
+                };
+                plan.cut_chunks(
+                    si,
+                    first_sentence,
+                    ms_to_samples(u64::from(pause_ms), voice.sample_rate),
+                );
             }
-            plan.cut_chunks(
-                si,
-                first_sentence,
-                ms_to_samples(u64::from(segment.pause_ms), voice.sample_rate),
-            );
         }
         if let Some(first) = plan.chunks.first_mut() {
             first.lead_in_samples = ms_to_samples(LEAD_IN_MS, voice.sample_rate);
         }
         Ok(plan)
+    }
+
+    /// Phonemizes the `(shown, normalized)` sentences of one run and appends them with their
+    /// utterances (a sentence with nothing to say is left out).
+    fn add_sentences(&mut self, pairs: Vec<(String, String)>, with: &Voicing<'_>) -> Result<()> {
+        let Voicing {
+            script,
+            voice,
+            id,
+            phonemizer,
+            clock,
+            cancel,
+        } = *with;
+        for (raw, normalized) in pairs.into_iter().filter(|(_, n)| text::is_speakable(n)) {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(Error::Cancelled);
+            }
+            let start = self.utterances.len();
+            // The lexicon changes only the sentences it matches, and so only their keys.
+            let lexicon = |text: &str| match &script.lexicon {
+                Some(lexicon) => lexicon.apply(text),
+                None => vec![Piece::Text(text.to_owned())],
+            };
+            let read_as = key_text(&lexicon(&normalized));
+            for piece in text::split_sentences(&normalized, MAX_SENTENCE_CHARS) {
+                let t = Instant::now();
+                let phonemized =
+                    phonemizer.phonemize_pieces(&voice.espeak_voice, &lexicon(&piece))?;
+                clock.add(Stage::Phonemes, t.elapsed());
+                for phonemes in phonemized {
+                    let parts = bounded(&phonemes, MAX_UTTERANCE_PHONEMES);
+                    for part in parts.into_iter().filter(|p| has_sound(p)) {
+                        let (ids, kept) = voice.ids(part);
+                        let index = self.utterances.len() - start;
+                        let key = phrase_key(&read_as, index, &ids, id);
+                        self.utterances.push(Utterance { ids, kept, key });
+                    }
+                }
+            }
+            if self.utterances.len() > start {
+                self.sentences.push(Sentence {
+                    display: raw.trim().to_owned(),
+                    utterances: start..self.utterances.len(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Groups the segment's sentences `[first, end)` into chunks by the id budget.
@@ -228,7 +278,11 @@ impl Plan {
             timeline.chapter(title);
         }
         for (s, &span) in chunk.sentences.clone().zip(spans) {
-            timeline.cue(&self.sentences[s].display, span);
+            // A run after a `<break>` in a segment's `say` is spoken under the segment's one cue.
+            let display = &self.sentences[s].display;
+            if !display.is_empty() {
+                timeline.cue(display, span);
+            }
         }
         timeline.advance(samples);
     }

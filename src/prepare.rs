@@ -112,7 +112,7 @@ pub fn load_inputs(
 }
 
 /// What the voice will read otherwise than meant, one warning per kind naming the first segment:
-/// markup read aloud (until pauses are marked up), letters the voice's language does not use.
+/// markup dropped (every tag but `<break>`), letters the voice's language does not use.
 fn caveats(script: &Script, voice: &str, language: &str) -> Vec<String> {
     let first_of = |found: &dyn Fn(&str) -> Option<String>| {
         let mut hits = script
@@ -128,9 +128,9 @@ fn caveats(script: &Script, voice: &str, language: &str) -> Vec<String> {
         Some(format!("segments[{i}].text{more}: {what}"))
     };
     let markup = first_of(&|t| {
-        text::caveats::first_markup(t).map(|tag| {
+        text::markup::first_other_tag(t).map(|tag| {
             format!(
-                "holds markup ({tag}), which is read aloud and shown in the subtitles: talker reads plain text, not SSML; remove it (a segment's \"pause_ms\" makes a pause)"
+                "holds markup ({tag}), which is dropped (not read aloud, not shown): talker reads plain text and understands one tag, <break time=\"1.5s\"/>"
             )
         })
     });

@@ -360,6 +360,11 @@ impl Validator {
             {
                 return self.fail(&say_at, "has nothing a voice can say (no letters or digits); give it words or remove the field");
             }
+            for (field, value) in [(&text_at, Some(&text)), (&say_at, say.as_ref())] {
+                if let Some(e) = value.and_then(|v| crate::text::markup::split(v).err()) {
+                    return self.fail(field, format!("the tag {} {}", e.tag, e.message));
+                }
+            }
             let pause_ms = match obj.get("pause_ms") {
                 None => DEFAULT_PAUSE_MS,
                 Some(p) => self.integer(

@@ -340,3 +340,117 @@ fn podcast_broadcast_and_off_on_m4b_and_wav() {
     let floor = acx["noise_floor_db"].as_f64().unwrap();
     assert!((-75.0..=-66.0).contains(&floor), "the room tone: {acx}");
 }
+
+/// Subtitle cues of an SRT file: (start, end, text), times in seconds.
+fn srt_cues(path: &Path) -> Vec<(f64, f64, String)> {
+    let seconds = |t: &str| {
+        let (hms, ms) = t.trim().split_once(',').unwrap();
+        let v: Vec<f64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+        v[0] * 3600.0 + v[1] * 60.0 + v[2] + ms.parse::<f64>().unwrap() / 1000.0
+    };
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split("\n\n")
+        .filter_map(|block| {
+            let mut lines = block.lines().skip(1);
+            let (start, end) = lines.next()?.split_once("-->")?;
+            let text: Vec<&str> = lines.collect();
+            Some((seconds(start), seconds(end), text.join(" ")))
+        })
+        .collect()
+}
+
+/// `<break>` in a JSON segment and in a Markdown book is silence of that length between the
+/// cues around it; other tags are dropped, and neither shows in the subtitles.
+#[test]
+fn breaks_are_silence_and_no_tag_is_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = d.join("s.json");
+    std::fs::write(
+        &script,
+        r#"{"segments": [
+            {"text": "The first part is here. <break time=\"2.5s\"/> The second part follows the pause."},
+            {"text": "A <emphasis>marked</emphasis> word.<break time=\"700ms\"/>", "pause_ms": 0},
+            {"text": "The end."}]}"#,
+    )
+    .unwrap();
+    let wav = d.join("s.wav");
+    render(
+        d,
+        &script,
+        &wav,
+        &["--loudness", "off", "--subtitles", "srt"],
+    );
+    let cues = srt_cues(&wav.with_extension("srt"));
+    let texts: Vec<&str> = cues.iter().map(|c| c.2.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "The first part is here.",
+            "The second part follows the pause.",
+            "A marked word.",
+            "The end."
+        ]
+    );
+    let gap = |i: usize| cues[i + 1].0 - cues[i].1;
+    assert!(gap(0) >= 2.5 && gap(0) < 3.2, "{cues:?}");
+    assert!(gap(2) >= 0.7 && gap(2) < 1.3, "{cues:?}");
+    let audio = crate::util::decode_audio(&wav, 22050);
+    let quiet =
+        &audio[(cues[0].1 * 22050.0) as usize + 2205..(cues[1].0 * 22050.0) as usize - 2205];
+    let rms = (quiet.iter().map(|x| x * x).sum::<f32>() / quiet.len() as f32).sqrt();
+    assert!(rms < 1e-3, "the pause is not silent: rms {rms}");
+
+    let book = d.join("b.md");
+    std::fs::write(
+        &book,
+        "# One\n\nBefore the pause. <break time=\"1500ms\"/> After the pause.\n",
+    )
+    .unwrap();
+    let wav = d.join("b.wav");
+    render(d, &book, &wav, &["--loudness", "off", "--subtitles", "srt"]);
+    let cues = srt_cues(&wav.with_extension("srt"));
+    let at = cues
+        .iter()
+        .position(|c| c.2 == "Before the pause.")
+        .unwrap();
+    assert_eq!(cues[at + 1].2, "After the pause.", "{cues:?}");
+    assert!(cues[at + 1].0 - cues[at].1 >= 1.5, "{cues:?}");
+}
+
+/// A break talker cannot read is exit 2 naming the file, the place and the fix, before any work.
+#[test]
+fn a_bad_break_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = d.join("s.json");
+    std::fs::write(
+        &script,
+        r#"{"segments": [{"text": "Fine."}, {"text": "Wait <break time=\"3\"/> here."}]}"#,
+    )
+    .unwrap();
+    let book = d.join("b.txt");
+    std::fs::write(
+        &book,
+        "Chapter 1\n\nA pause <break time=\"2 minutes\"/> here.\n",
+    )
+    .unwrap();
+    for (input, place, fix) in [
+        (&script, "segments[1].text", "without a unit"),
+        (&book, "paragraph 2", "not a length of time"),
+    ] {
+        let out = d.join("out.wav");
+        let o = talker(d)
+            .args(["render", "-o"])
+            .arg(&out)
+            .arg(input)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&input.display().to_string()), "{err}");
+        assert!(err.contains(place) && err.contains(fix), "{err}");
+        assert!(!out.exists());
+    }
+}

@@ -404,7 +404,7 @@ fn markup_foreign_letters_and_an_unused_precision_are_warned_about() {
         dir.path(),
         "s.json",
         r#"{"segments": [{"text": "Plain words."},
-            {"text": "Wait <break time=\"1s\"/> for it."},
+            {"text": "Wait <emphasis>now</emphasis> for it."},
             {"text": "Shalom is שלום."}]}"#,
     );
     let o = talker(dir.path())
@@ -430,7 +430,7 @@ fn markup_foreign_letters_and_an_unused_precision_are_warned_about() {
         .collect();
     let has = |needle: &str| warnings.iter().filter(|w| w.contains(needle)).count();
     assert_eq!(
-        has("segments[1].text: holds markup (<break time=\"1s\"/>)"),
+        has("segments[1].text: holds markup (<emphasis>), which is dropped"),
         1,
         "{warnings:?}"
     );

@@ -7,7 +7,8 @@
 //! - Paragraphs and list items become segments; emphasis, strong, strikethrough, inline code and
 //!   links are read as their text.
 //! - Code blocks and HTML blocks are skipped with a warning naming the line; images (their alt
-//!   text too) and inline HTML are skipped silently.
+//!   text too) and inline HTML are skipped silently, except SSML's `<break time="1.5s"/>`, which is
+//!   kept as a pause.
 
 use std::path::Path;
 
@@ -65,6 +66,8 @@ pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<B
                 flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
             }
             Event::Text(t) | Event::Code(t) => buf.push_str(&t),
+            // A pause the author marked up stays in the text (the plan makes it silence).
+            Event::InlineHtml(t) if crate::text::markup::is_break(&t) => buf.push_str(&t),
             Event::SoftBreak | Event::HardBreak => buf.push(' '),
             _ => {}
         }

@@ -168,6 +168,16 @@ impl Book {
                 "has nothing to speak (no paragraph, heading or list item with words); check that it is the right file",
             ));
         }
+        for (i, segment) in self.segments.iter().enumerate() {
+            if let Err(e) = crate::text::markup::split(&segment.text) {
+                let start: String = segment.text.chars().take(40).collect();
+                return Err(fail(
+                    path,
+                    &format!("paragraph {} (\"{start}\")", i + 1),
+                    &format!("the tag {} {}", e.tag, e.message),
+                ));
+            }
+        }
         Ok(Script {
             title: self.title.map(|t| clip(&t, MAX_TITLE_CHARS)),
             author: self.author.map(|t| clip(&t, MAX_TITLE_CHARS)),

@@ -1,24 +1,6 @@
 //! What a voice will not read as the author meant, found before any synthesis so the render can
-//! warn: markup (SSML tags are read aloud and shown in subtitles) and letters of a writing system
-//! the voice's language does not use (espeak-ng names each one: "arabic letter alef").
-
-/// The first tag-like run (`<break time="1s"/>`, `</speak>`): `<`, an optional `/`, an ASCII
-/// letter, then `>` within 200 bytes and before any other `<`. "a < b" and "<3" are not tags.
-pub fn first_markup(text: &str) -> Option<&str> {
-    let bytes = text.as_bytes();
-    for (i, _) in text.match_indices('<') {
-        let name = i + 1 + usize::from(bytes.get(i + 1) == Some(&b'/'));
-        if !bytes.get(name).is_some_and(u8::is_ascii_alphabetic) {
-            continue;
-        }
-        let rest = &text[i..text.len().min(i + 200)];
-        let Some(end) = rest.find('>') else { continue };
-        if !rest[1..end].contains('<') {
-            return Some(&rest[..=end]);
-        }
-    }
-    None
-}
+//! warn: letters of a writing system the voice's language does not use (espeak-ng names each one:
+//! "arabic letter alef"). Markup is `markup.rs`'s.
 
 /// The writing system of a letter, by Unicode block; `None` for anything that is not a letter.
 fn writing_system(c: char) -> Option<&'static str> {
@@ -80,19 +62,6 @@ pub fn foreign_letters(text: &str, language: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tags_are_found_and_comparisons_are_not() {
-        assert_eq!(
-            first_markup(r#"Wait <break time="1s"/> now."#),
-            Some(r#"<break time="1s"/>"#)
-        );
-        assert_eq!(first_markup("<speak>Hi</speak>"), Some("<speak>"));
-        assert_eq!(first_markup("x </emphasis> y"), Some("</emphasis>"));
-        for plain in ["a < b and c > d", "I <3 you", "1<2>0", "no tags"] {
-            assert_eq!(first_markup(plain), None, "{plain}");
-        }
-    }
 
     #[test]
     fn letters_outside_the_voice_language_are_named() {

@@ -101,6 +101,7 @@
 mod abbreviations;
 pub mod caveats;
 mod dates_times;
+pub mod markup;
 mod normalize;
 mod numbers;
 mod quantities;
