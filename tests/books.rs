@@ -1348,3 +1348,61 @@ fn a_segments_say_is_spoken_and_its_text_shown() {
     let srt = std::fs::read_to_string(d.join("printed.srt")).unwrap();
     assert!(srt.contains("\nII\n") && !srt.contains("Two"), "{srt}");
 }
+
+/// `--chapters 2-3` keeps those chapters, numbered as the book counts them, in `script convert`
+/// and `render` alike; a list naming no chapter of the book, or a book without chapter marks, is
+/// exit 2 before any work.
+#[test]
+fn chapters_picks_chapters_by_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let book = d.join("b.md");
+    std::fs::write(
+        &book,
+        "Preface words.\n\n# One\n\nFirst chapter words.\n\n# Two\n\nSecond chapter words.\n\n# Three\n\nThird chapter words.\n",
+    )
+    .unwrap();
+    let out = d.join("picked.json");
+    let o = talker(d)
+        .args(["script", "convert", "--chapters", "2-3"])
+        .arg(&book)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    let script: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let s = segments(&script);
+    assert_eq!(chapters(&s), ["Two", "Three"]);
+    assert_eq!(s.len(), 4, "{s:?}");
+
+    let m4a = d.join("picked.m4a");
+    render(d, &book, &m4a, &["--chapters", "1,3"]);
+    let titles: Vec<String> = chapter_list(&probe(&m4a))
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    assert_eq!(titles, ["One", "Three"]);
+
+    let plain = d.join("plain.txt");
+    std::fs::write(&plain, "Just words, no chapters at all.\n").unwrap();
+    for (input, list, says) in [
+        (&book, "4", "has 3 chapters, and --chapters names chapter 4"),
+        (&book, "3-1", "3-1 runs backwards; write 1-3"),
+        (&book, "0", "chapters are numbered from 1"),
+        (&book, "two", "\"two\" is not a chapter number"),
+        (&plain, "1", "has no chapter marks"),
+    ] {
+        let o = talker(d)
+            .args(["render", "--chapters", list, "-o"])
+            .arg(d.join("x.m4a"))
+            .arg(input)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{list}: {err}");
+        assert!(err.contains(says), "{list}: {err}");
+        assert!(!d.join("x.m4a").exists());
+    }
+}

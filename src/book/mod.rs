@@ -76,7 +76,7 @@ pub const MAX_CHAPTER_DEPTH: u8 = 6;
 /// How a book is read: shared by `talker render` and `talker script convert`, so both give the
 /// same script. The markup these rely on is EPUB's (`epub:type`, landmarks, the EPUB 2 guide);
 /// a book without it has nothing left out: parts are never guessed by their titles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct BookOptions {
     /// Which front and back matter of an EPUB is read, as the book's own markup names its parts
@@ -92,6 +92,10 @@ pub struct BookOptions {
     #[cfg_attr(feature = "cli", arg(long, value_name = "N", default_value_t = 2,
         value_parser = clap::value_parser!(u8).range(1..=i64::from(MAX_CHAPTER_DEPTH))))]
     pub chapter_depth: u8,
+    /// Only these chapters, numbered as the book's chapter marks count them from 1 (`3-5,7`);
+    /// JSON scripts count their `chapter` fields. Everything before the first mark is left out.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "LIST"))]
+    pub chapters: Option<ChapterSelection>,
 }
 
 impl Default for BookOptions {
@@ -100,8 +104,92 @@ impl Default for BookOptions {
             matter: Matter::Book,
             notes: NotesMode::Skip,
             chapter_depth: 2,
+            chapters: None,
         }
     }
+}
+
+/// Chapter numbers and ranges, as `--chapters 3-5,7` gives them (inclusive, from 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChapterSelection(Vec<(u32, u32)>);
+
+impl ChapterSelection {
+    fn contains(&self, n: u32) -> bool {
+        self.0.iter().any(|&(a, b)| (a..=b).contains(&n))
+    }
+
+    fn highest(&self) -> u32 {
+        self.0.iter().map(|&(_, b)| b).max().unwrap_or(0)
+    }
+}
+
+impl std::str::FromStr for ChapterSelection {
+    type Err = String;
+
+    fn from_str(list: &str) -> Result<ChapterSelection, String> {
+        let number = |s: &str| -> Result<u32, String> {
+            match s.trim().parse::<u32>() {
+                Ok(0) => Err("chapters are numbered from 1".to_owned()),
+                Ok(n) => Ok(n),
+                Err(_) => Err(format!(
+                    "\"{}\" is not a chapter number; write numbers and ranges such as 3-5,7",
+                    s.trim()
+                )),
+            }
+        };
+        let ranges = list
+            .split(',')
+            .map(|item| {
+                let (a, b) = match item.split_once('-') {
+                    Some((a, b)) => (number(a)?, number(b)?),
+                    None => (number(item)?, number(item)?),
+                };
+                if b < a {
+                    return Err(format!("{a}-{b} runs backwards; write {b}-{a}"));
+                }
+                Ok((a, b))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(ChapterSelection(ranges))
+    }
+}
+
+/// Keeps the chapters `selection` names (and nothing before the first chapter mark).
+fn select_chapters(
+    script: &mut Script,
+    selection: &ChapterSelection,
+    path: &Path,
+) -> Result<(), ScriptError> {
+    let total = script
+        .segments
+        .iter()
+        .filter(|s| s.chapter.is_some())
+        .count();
+    let total = u32::try_from(total).unwrap_or(u32::MAX);
+    if total == 0 {
+        return Err(fail(
+            path,
+            "",
+            "has no chapter marks, so --chapters picks nothing; leave --chapters out, or mark chapters (headings in a book, \"chapter\" fields in a script)",
+        ));
+    }
+    if selection.highest() > total {
+        return Err(fail(
+            path,
+            "",
+            &format!(
+                "has {total} chapter{}, and --chapters names chapter {}; `talker script convert` lists them",
+                if total == 1 { "" } else { "s" },
+                selection.highest()
+            ),
+        ));
+    }
+    let mut n = 0;
+    script.segments.retain(|s| {
+        n += u32::from(s.chapter.is_some());
+        n >= 1 && selection.contains(n)
+    });
+    Ok(())
 }
 
 /// The kinds of input `talker render` and `talker script convert` accept.
@@ -149,13 +237,22 @@ pub fn load_script(
         ));
     }
     let book = match InputKind::detect(path) {
-        InputKind::Json => return Script::load(path).map(|s| (s, Vec::new())),
-        InputKind::Epub => read_epub(path, options)?,
-        InputKind::Markdown => read_markdown(path, &read_utf8(path)?, options)?,
-        InputKind::Text => read_text(path, &read_utf8(path)?)?,
+        InputKind::Json => None,
+        InputKind::Epub => Some(read_epub(path, options)?),
+        InputKind::Markdown => Some(read_markdown(path, &read_utf8(path)?, options)?),
+        InputKind::Text => Some(read_text(path, &read_utf8(path)?)?),
     };
-    let notes = book.notes.clone();
-    Ok((book.into_script(path)?, notes))
+    let (mut script, notes) = match book {
+        None => (Script::load(path)?, Vec::new()),
+        Some(book) => {
+            let notes = book.notes.clone();
+            (book.into_script(path)?, notes)
+        }
+    };
+    if let Some(selection) = &options.chapters {
+        select_chapters(&mut script, selection, path)?;
+    }
+    Ok((script, notes))
 }
 
 impl Book {

@@ -84,7 +84,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
                 SubtitlesArg::Vtt => SubtitleFormat::Vtt,
             }),
             lexicons: args.lexicon.clone(),
-            book: args.book,
+            book: args.book.clone(),
             loudness: args.loudness.map(|l| match l {
                 LoudnessArg::Off => Loudness::Off,
                 LoudnessArg::Acx => Loudness::To(Standard::Acx),
