@@ -5,8 +5,8 @@
 //! Output: a [`Look`] and its cache key. The landmarks are found once on the full-resolution
 //! portrait and carried through the same crop and scaling as the pixels.
 
-use image::RgbImage;
-use image::imageops::{FilterType, crop_imm, resize};
+use image::imageops::{FilterType, crop_imm, fast_blur, replace, resize};
+use image::{Rgb, RgbImage};
 
 use crate::cache::{Key, KeyBuilder};
 use crate::error::{Error, Result};
@@ -14,7 +14,7 @@ use crate::face::Landmarks;
 use crate::media::VideoSettings;
 use crate::render::{FaceRig, framing};
 use crate::script::DEFAULT_MAX_SIDE;
-use crate::settings::Framing;
+use crate::settings::{Framing, Layout};
 
 /// Everything about the picture, shared by all chunks of a render.
 pub struct Look {
@@ -36,6 +36,16 @@ pub fn default_size(width: u32, height: u32) -> (u32, u32) {
 
 /// Scales `img` to cover `w`×`h` and crops the centre; landmarks follow.
 fn cover(img: &RgbImage, lm: &[[f32; 2]; 68], w: u32, h: u32) -> (RgbImage, [[f32; 2]; 68]) {
+    cover_with(img, lm, w, h, FilterType::Lanczos3)
+}
+
+fn cover_with(
+    img: &RgbImage,
+    lm: &[[f32; 2]; 68],
+    w: u32,
+    h: u32,
+    filter: FilterType,
+) -> (RgbImage, [[f32; 2]; 68]) {
     if img.dimensions() == (w, h) {
         return (img.clone(), *lm);
     }
@@ -47,7 +57,7 @@ fn cover(img: &RgbImage, lm: &[[f32; 2]; 68], w: u32, h: u32) -> (RgbImage, [[f3
     );
     let (x0, y0) = ((img.width() - cw) / 2, (img.height() - ch) / 2);
     let crop = crop_imm(img, x0, y0, cw, ch).to_image();
-    let out = resize(&crop, w, h, FilterType::Lanczos3);
+    let out = resize(&crop, w, h, filter);
     let (sx, sy) = (w as f32 / cw as f32, h as f32 / ch as f32);
     let moved = lm.map(|p| {
         [
@@ -58,26 +68,101 @@ fn cover(img: &RgbImage, lm: &[[f32; 2]; 68], w: u32, h: u32) -> (RgbImage, [[f3
     (out, moved)
 }
 
+/// What a `fit` frame shows around the portrait, its pixels loaded.
+pub enum Backdrop {
+    Blur,
+    Color([u8; 3]),
+    Image(RgbImage),
+}
+
 /// Everything but the encoder settings that changes frames.
-pub struct LookOptions {
+#[derive(Clone, Copy)]
+pub struct LookOptions<'a> {
     pub framing: Framing,
+    pub layout: Layout,
+    pub background: &'a Backdrop,
     pub size: (u32, u32),
     pub still: bool,
     pub seed: u64,
+}
+
+/// Frame shapes within this factor of the portrait's are filled by default; farther ones (16:9
+/// from a square or upright portrait) fit the portrait inside.
+const FILL_ASPECT_SPREAD: f64 = 1.2;
+
+/// `fit` when the frame's shape is far from the portrait's, else `fill`.
+pub fn default_layout(portrait: (u32, u32), frame: (u32, u32)) -> Layout {
+    let aspect = |(w, h): (u32, u32)| f64::from(w) / f64::from(h.max(1));
+    let ratio = aspect(frame) / aspect(portrait);
+    if ratio.max(1.0 / ratio) > FILL_ASPECT_SPREAD {
+        Layout::Fit
+    } else {
+        Layout::Fill
+    }
+}
+
+/// The largest box of the portrait's shape inside `w`×`h`, both sides even.
+fn inner_box(portrait: (u32, u32), w: u32, h: u32) -> (u32, u32) {
+    let (pw, ph) = (f64::from(portrait.0), f64::from(portrait.1.max(1)));
+    let scale = (f64::from(w) / pw).min(f64::from(h) / ph);
+    let even = |v: f64, max: u32| ((v / 2.0).floor() as u32 * 2).clamp(2, max);
+    (even(pw * scale, w), even(ph * scale, h))
+}
+
+/// The background of a `fit` frame, composed once per render.
+fn backdrop(background: &Backdrop, portrait: &RgbImage, w: u32, h: u32) -> RgbImage {
+    match background {
+        Backdrop::Color(c) => RgbImage::from_pixel(w, h, Rgb(*c)),
+        Backdrop::Image(img) => cover_with(img, &[[0.0; 2]; 68], w, h, FilterType::Lanczos3).0,
+        Backdrop::Blur => {
+            // Blurred small, then scaled up: the cost does not grow with the blur's radius.
+            let (sw, sh) = ((w / 16).max(8), (h / 16).max(8));
+            let small = cover_with(portrait, &[[0.0; 2]; 68], sw, sh, FilterType::Triangle).0;
+            let mut out = resize(&fast_blur(&small, 2.0), w, h, FilterType::Triangle);
+            for p in out.pixels_mut() {
+                p.0 = p.0.map(|v| (f32::from(v) * 0.55).round() as u8);
+            }
+            out
+        }
+    }
+}
+
+/// The portrait framed at `w`×`h` as `opts` ask, and its landmarks there.
+fn frame_portrait(
+    portrait: &RgbImage,
+    lm: &[[f32; 2]; 68],
+    opts: &LookOptions<'_>,
+) -> Result<(RgbImage, [[f32; 2]; 68])> {
+    let (w, h) = opts.size;
+    let framed = |fw: u32, fh: u32| -> Result<(RgbImage, [[f32; 2]; 68])> {
+        Ok(match opts.framing {
+            Framing::Full => cover(portrait, lm, fw, fh),
+            Framing::Head => framing::head_and_shoulders(portrait, lm, fw, fh)?,
+        })
+    };
+    match opts.layout {
+        Layout::Fill => framed(w, h),
+        Layout::Fit => {
+            let (iw, ih) = inner_box(portrait.dimensions(), w, h);
+            let (inner, lm) = framed(iw, ih)?;
+            let mut canvas = backdrop(opts.background, portrait, w, h);
+            let (x0, y0) = ((w - iw) / 2, (h - ih) / 2);
+            replace(&mut canvas, &inner, i64::from(x0), i64::from(y0));
+            let moved = lm.map(|p| [p[0] + x0 as f32, p[1] + y0 as f32]);
+            Ok((canvas, moved))
+        }
+    }
 }
 
 /// Builds the look and its key.
 pub fn prepare(
     portrait: &RgbImage,
     landmarks: &Landmarks,
-    opts: &LookOptions,
+    opts: &LookOptions<'_>,
     video: VideoSettings,
 ) -> Result<(Look, Key)> {
     let (w, h) = opts.size;
-    let (base, lm) = match opts.framing {
-        Framing::Full => cover(portrait, &landmarks.points, w, h),
-        Framing::Head => framing::head_and_shoulders(portrait, &landmarks.points, w, h)?,
-    };
+    let (base, lm) = frame_portrait(portrait, &landmarks.points, opts)?;
     let rig = FaceRig::new(&base, &lm)?;
     let lm_bits: Vec<u8> = lm
         .iter()

@@ -14,14 +14,14 @@ use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
 use crate::lexicon::Lexicon;
-use crate::look::{self, Look, LookOptions};
+use crate::look::{self, Backdrop, Look, LookOptions};
 use crate::media::{AudioFormat, VideoSettings};
 use crate::phonemize::Phonemizer;
 use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
 use crate::render::RenderError;
 use crate::script::Script;
-use crate::settings::{Framing, OutputKind, RenderOptions};
+use crate::settings::{Background, Framing, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
 use crate::text;
 use crate::tts::voice::VoiceFiles;
@@ -240,8 +240,16 @@ pub fn prepare(
         threads: 1,
     };
     video.validate()?;
+    let layout = settings
+        .look
+        .layout
+        .or(script.layout)
+        .unwrap_or_else(|| look::default_layout(portrait.image.dimensions(), size));
+    let background = backdrop(&settings.look.background)?;
     let look_opts = LookOptions {
         framing: settings.look.framing,
+        layout,
+        background: &background,
         size,
         still: settings.look.still,
         seed: settings.look.seed,
@@ -264,6 +272,36 @@ pub fn prepare(
         engine,
         look,
         plan,
+    })
+}
+
+/// The background's pixels: an image is read (and refused, exit 2, if it is no PNG or JPEG).
+fn backdrop(background: &Background) -> Result<Backdrop> {
+    Ok(match background {
+        Background::Blur => Backdrop::Blur,
+        Background::Color(c) => Backdrop::Color(*c),
+        Background::Image(path) => {
+            let bad = |why: String| {
+                Error::Usage(format!(
+                    "{}: the --background image {why}; give a PNG or JPEG file, a colour such as #1e2a3c, or blur",
+                    path.display()
+                ))
+            };
+            let reader = image::ImageReader::open(path)
+                .map_err(|e| bad(format!("cannot be read ({e})")))?
+                .with_guessed_format()
+                .map_err(|e| bad(format!("cannot be read ({e})")))?;
+            if !matches!(
+                reader.format(),
+                Some(image::ImageFormat::Png | image::ImageFormat::Jpeg)
+            ) {
+                return Err(bad("is neither PNG nor JPEG".to_owned()));
+            }
+            let img = reader
+                .decode()
+                .map_err(|e| bad(format!("cannot be decoded ({e})")))?;
+            Backdrop::Image(img.to_rgb8())
+        }
     })
 }
 

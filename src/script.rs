@@ -2,7 +2,7 @@
 //!
 //! Format v1 (documented in the README):
 //! `{"title"?, "author"?, "lexicon"? (object or path), "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
-//!   "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?}, ...]}`.
+//!   "layout"? ("fill" | "fit"), "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?}, ...]}`.
 //! Validation is strict: unknown fields are refused with a "did you mean" hint, and every error
 //! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
 //! the first bad script instead of rendering nonsense.
@@ -38,7 +38,38 @@ pub struct Script {
     pub speed: f32,
     pub fps: u32,
     pub size: Option<(u32, u32)>,
+    /// `"layout"`: how the portrait fills the frame (flags override it).
+    pub layout: Option<Layout>,
     pub segments: Vec<Segment>,
+}
+
+/// How the portrait fills the frame (`--layout`, a script's or a job spec's `"layout"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// The portrait covers the frame, cropped to the frame's shape; the face must stay in it.
+    Fill,
+    /// The portrait, framed as `fill` frames it at its own shape, sits whole inside the frame
+    /// on a background (`--background`).
+    Fit,
+}
+
+impl Layout {
+    /// The name in job specs, scripts, flags and cache keys.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Layout::Fill => "fill",
+            Layout::Fit => "fit",
+        }
+    }
+
+    /// The layout a name stands for (`fill`, `fit`).
+    pub fn from_tag(tag: &str) -> Option<Layout> {
+        [Layout::Fill, Layout::Fit]
+            .into_iter()
+            .find(|l| l.tag() == tag)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -147,7 +178,7 @@ struct Validator {
 }
 
 const TOP_FIELDS: &[&str] = &[
-    "title", "author", "lexicon", "voice", "speed", "fps", "size", "segments",
+    "title", "author", "lexicon", "voice", "speed", "fps", "size", "layout", "segments",
 ];
 const SEGMENT_FIELDS: &[&str] = &["text", "say", "pause_ms", "chapter"];
 
@@ -263,6 +294,13 @@ impl Validator {
             ),
         };
         let size = obj.get("size").map(|v| self.size(v));
+        let layout = match obj.get("layout") {
+            None => Some(None),
+            Some(v) => match v.as_str().and_then(Layout::from_tag) {
+                Some(l) => Some(Some(l)),
+                None => self.fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+            },
+        };
         let segments = match obj.get("segments") {
             None => self.fail("segments", "is missing; a script needs at least one segment, e.g. \"segments\": [{\"text\": \"Hello.\"}]"),
             Some(v) => self.segments(v),
@@ -275,6 +313,7 @@ impl Validator {
             speed: speed?,
             fps: fps?,
             size: size.map_or(Some(None), |s| s.map(Some))?,
+            layout: layout?,
             segments: segments?,
         })
     }
@@ -414,6 +453,9 @@ impl Script {
         }
         if self.fps != DEFAULT_FPS {
             put("fps", self.fps.into());
+        }
+        if let Some(layout) = self.layout {
+            put("layout", layout.tag().into());
         }
         if let Some((w, h)) = self.size {
             put("size", serde_json::json!([w, h]));

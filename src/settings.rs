@@ -21,6 +21,7 @@ use crate::assets::Assets;
 use crate::cache::CacheLocation;
 use crate::media::loudness::Standard;
 use crate::media::{AudioFormat, SubtitleFormat, X264_PRESETS};
+pub use crate::script::Layout;
 use crate::script::kind;
 use crate::tts::select::SpeechSetup;
 
@@ -55,6 +56,73 @@ impl Framing {
     }
 }
 
+/// `--background`: what a `fit` frame shows around the portrait.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Background {
+    /// The portrait itself scaled to cover the frame, blurred and darkened (as phone video apps do).
+    #[default]
+    Blur,
+    /// One colour, `#RRGGBB`.
+    Color([u8; 3]),
+    /// A PNG or JPEG, scaled to cover the frame (an input: never overwritten, in the cache keys).
+    Image(PathBuf),
+}
+
+impl std::str::FromStr for Background {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Background, String> {
+        let s = s.trim();
+        if s == "blur" {
+            return Ok(Background::Blur);
+        }
+        if let Some(hex) = s.strip_prefix('#') {
+            let digits: Option<Vec<u8>> = (hex.len() == 6 && hex.is_ascii())
+                .then(|| {
+                    (0..3)
+                        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                        .collect()
+                })
+                .flatten();
+            return match digits.as_deref() {
+                Some(&[r, g, b]) => Ok(Background::Color([r, g, b])),
+                _ => Err(format!(
+                    "\"{s}\" is not a colour; write six hex digits, such as #1e2a3c"
+                )),
+            };
+        }
+        if s.is_empty() {
+            return Err("is empty; give blur, a colour such as #1e2a3c, or an image file".into());
+        }
+        Ok(Background::Image(PathBuf::from(s)))
+    }
+}
+
+impl From<Background> for String {
+    fn from(b: Background) -> String {
+        match b {
+            Background::Blur => "blur".to_owned(),
+            Background::Color([r, g, b]) => format!("#{r:02x}{g:02x}{b:02x}"),
+            Background::Image(path) => path.to_string_lossy().into_owned(),
+        }
+    }
+}
+
+impl TryFrom<String> for Background {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Background, String> {
+        s.parse()
+    }
+}
+
+impl std::fmt::Display for Background {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from(self.clone()))
+    }
+}
+
 /// What changes the picture apart from the encoder: shared by `render` and `preview`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
@@ -68,6 +136,12 @@ pub struct LookSettings {
     /// What the frame shows.
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Framing::Full))]
     pub framing: Framing,
+    /// How the portrait fills the frame [default: the script's, else fill, or fit when the frame's shape is far from the portrait's (a 16:9 frame from a square or upright portrait)].
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    pub layout: Option<Layout>,
+    /// Around a fit portrait: blur (the portrait itself, blurred and darkened), a colour #RRGGBB, or a PNG/JPEG image scaled to cover the frame.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "blur|#RRGGBB|IMAGE", default_value = "blur"))]
+    pub background: Background,
     /// No idle head motion (blinks stay).
     #[cfg_attr(feature = "cli", arg(long))]
     pub still: bool,
@@ -116,7 +190,16 @@ pub(crate) fn fail<T>(at: &str, message: impl Into<String>) -> Result<T, Fail> {
 impl RenderSettings {
     /// The job-spec fields these settings read, in the order errors list them.
     pub const SPEC_FIELDS: &[&str] = &[
-        "voice", "size", "fps", "framing", "still", "seed", "crf", "preset",
+        "voice",
+        "size",
+        "fps",
+        "framing",
+        "layout",
+        "background",
+        "still",
+        "seed",
+        "crf",
+        "preset",
     ];
 
     /// Reads and checks the settings of a job spec's JSON object; absent fields take the same
@@ -139,6 +222,20 @@ impl RenderSettings {
                         format!("must be \"full\" or \"head\", found {v}"),
                     );
                 }
+            },
+        };
+        let layout = match obj.get("layout") {
+            None => None,
+            Some(v) => match v.as_str().and_then(Layout::from_tag) {
+                Some(layout) => Some(layout),
+                None => return fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+            },
+        };
+        let background = match obj.get("background") {
+            None => Background::Blur,
+            Some(v) => match string(v, "background")?.parse() {
+                Ok(b) => b,
+                Err(e) => return fail("background", e),
             },
         };
         let still = match obj.get("still") {
@@ -180,6 +277,8 @@ impl RenderSettings {
                 size,
                 fps,
                 framing,
+                layout,
+                background,
                 still,
                 seed,
             },
@@ -350,6 +449,9 @@ impl RenderOptions {
             inputs.push(("portrait", self.portrait.as_path()));
         }
         inputs.extend(self.extra.lexicons.iter().map(|l| ("lexicon", l.as_path())));
+        if let Background::Image(path) = &self.settings.look.background {
+            inputs.push(("background image", path.as_path()));
+        }
         inputs
     }
 }
@@ -386,7 +488,7 @@ mod tests {
         let json = serde_json::to_string(&RenderSettings::default()).unwrap();
         assert_eq!(
             json,
-            r#"{"voice":null,"size":null,"fps":null,"framing":"full","still":false,"seed":0,"crf":20,"preset":"veryfast"}"#
+            r#"{"voice":null,"size":null,"fps":null,"framing":"full","layout":null,"background":"blur","still":false,"seed":0,"crf":20,"preset":"veryfast"}"#
         );
         let at: Vec<usize> = RenderSettings::SPEC_FIELDS
             .iter()

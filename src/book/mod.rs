@@ -282,6 +282,7 @@ impl Book {
             speed: 1.0,
             fps: crate::script::DEFAULT_FPS,
             size: None,
+            layout: None,
             lexicon: None,
             segments: self.segments,
         })
