@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::file_sha256;
 
+/// Manifests name a handful of files; a larger file is not one.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
 /// One published file, as recorded in the job's result and checked by `talker batch`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputFile {
@@ -149,10 +152,17 @@ pub fn roll_forward(outputs: &[PathBuf]) -> std::io::Result<bool> {
         return Ok(false);
     };
     let path = manifest_path(output);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
+    let text = match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
+        // A manifest names a few files; anything larger (or not a file) is not one.
+        Ok(m) if !m.is_file() || m.len() > MAX_MANIFEST_BYTES => {
+            return Err(std::io::Error::other(format!(
+                "{} is not a publish manifest; remove it",
+                path.display()
+            )));
+        }
+        Ok(_) => std::fs::read(&path)?,
     };
     let manifest: Manifest = serde_json::from_slice(&text)
         .map_err(|e| std::io::Error::other(format!("{} cannot be read: {e}", path.display())))?;
@@ -255,5 +265,9 @@ mod tests {
         assert!(e.to_string().contains("not this job's"), "{e}");
         assert_eq!(std::fs::read(&victim).unwrap(), b"input");
         assert_eq!(contents(&outputs), ["old", "old"]);
+
+        std::fs::write(manifest_path(&outputs[0]), vec![b' '; 2 << 20]).unwrap();
+        let e = roll_forward(&outputs).unwrap_err();
+        assert!(e.to_string().contains("not a publish manifest"), "{e}");
     }
 }
