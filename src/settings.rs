@@ -670,6 +670,12 @@ mod tests {
         );
         let (at, _) = bad("lexicon", serde_json::json!(["a.json", ""]));
         assert_eq!(at, "lexicon[1]");
+        let (at, m) = bad("lexicon", Value::from(3));
+        assert_eq!(
+            (at.as_str(), m.contains("an array of them")),
+            ("lexicon", true),
+            "{m}"
+        );
         let (at, m) = bad("deterministic", Value::from("yes"));
         assert_eq!(
             (at.as_str(), m.contains("true or false")),

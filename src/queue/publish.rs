@@ -144,7 +144,8 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Finishes a set an earlier attempt began publishing to `outputs` and did not end (a crash
-/// between two renames). Returns whether there was one. A manifest that names other
+/// between two renames). Returns whether it did; a set that lost a file (neither staged nor in
+/// place) cannot be finished, and its manifest is dropped. A manifest that names other
 /// destinations than `outputs`, or staged files outside the output's stage folders, is not this
 /// job's to apply: it is refused, and nothing is moved.
 pub fn roll_forward(outputs: &[PathBuf]) -> std::io::Result<bool> {
@@ -182,6 +183,17 @@ pub fn roll_forward(outputs: &[PathBuf]) -> std::io::Result<bool> {
             "{} names files that are not this job's; remove it",
             path.display()
         )));
+    }
+    let lost = manifest
+        .moves
+        .iter()
+        .any(|m| std::fs::symlink_metadata(&m.from).is_err() && !m.to.path.is_file());
+    if lost {
+        // A file of the set is gone from both places: the set cannot be finished. The caller
+        // renders and publishes a whole set anew, which replaces every file.
+        let _ = std::fs::remove_dir_all(&manifest.stage);
+        std::fs::remove_file(&path)?;
+        return Ok(false);
     }
     manifest.apply(&path)?;
     Ok(true)
@@ -269,5 +281,29 @@ mod tests {
         std::fs::write(manifest_path(&outputs[0]), vec![b' '; 2 << 20]).unwrap();
         let e = roll_forward(&outputs).unwrap_err();
         assert!(e.to_string().contains("not a publish manifest"), "{e}");
+        std::fs::write(manifest_path(&outputs[0]), b"{").unwrap();
+        let e = roll_forward(&outputs).unwrap_err();
+        assert!(e.to_string().contains("cannot be read"), "{e}");
+    }
+
+    /// A staged file that is gone while its destination is missing too cannot be published:
+    /// the set is incomplete, and that is said rather than passed over.
+    #[test]
+    fn a_set_missing_a_file_is_not_called_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let (outputs, staged, stage) = setup(dir.path(), "0123456789abcdef0123");
+        let manifest = Manifest::new(&stage, &staged, &outputs).unwrap();
+        std::fs::remove_file(&staged[1]).unwrap();
+        std::fs::remove_file(&outputs[1]).unwrap();
+        let path = manifest_path(&outputs[0]);
+        manifest.write(&path).unwrap();
+        let e = manifest.apply(&path).unwrap_err();
+        assert!(e.to_string().contains("neither staged nor in place"), "{e}");
+        assert!(path.exists(), "the manifest stays for the next attempt");
+        assert!(!roll_forward(&outputs).unwrap(), "which cannot finish it");
+        assert!(
+            !path.exists() && !stage.exists(),
+            "and drops it, to publish anew"
+        );
     }
 }

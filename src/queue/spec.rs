@@ -604,6 +604,13 @@ mod tests {
         std::fs::write(d.join("b.md"), "# One\n\nHello here.\n").unwrap();
         let book_edited = job.content_hash().unwrap();
         assert!(first != lexicon_edited && lexicon_edited != book_edited);
+
+        // A lexicon that is not one is refused at enqueue, naming the field.
+        std::fs::write(d.join("l.json"), "[1]").unwrap();
+        let spec = JobSpec::parse(r#"{"script": "b.md", "output": "b.m4b", "lexicon": "l.json"}"#)
+            .unwrap();
+        let e = Job::resolve(&d.join("job.json"), spec, &d.join("out")).unwrap_err();
+        assert_eq!(e.at, "lexicon", "{e}");
     }
 
     #[test]
