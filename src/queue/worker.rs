@@ -514,7 +514,11 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
                 rendered,
             )
         }
-        Err(Error::Cancelled) => Ended::Stopped,
+        Err(Error::Cancelled) => {
+            // Finished chunks are in the cache; the stage holds nothing the next attempt needs.
+            let _ = std::fs::remove_dir_all(&stage);
+            Ended::Stopped
+        }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&stage);
             if e.exit_code() == 2 {
