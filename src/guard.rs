@@ -200,8 +200,9 @@ pub fn script_lexicon(script: &Path) -> Option<PathBuf> {
     Some(script.parent().unwrap_or(Path::new("")).join(name))
 }
 
-/// A queued job's output, relative to its output root: no `..`, not absolute, an `.mp4` file
-/// name. Symlinks are checked by [`confine`].
+/// A queued job's output, relative to its output root: no `..`, not absolute, a file name with
+/// the extension of a kind talker writes (`.mp4`, `.m4b`, `.m4a`, `.wav`, `.mp3`). Symlinks are
+/// checked by [`confine`].
 pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
     let mut normal = 0;
     for c in output.components() {
@@ -221,12 +222,15 @@ pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
             }
         }
     }
-    let is_mp4 = output
+    let known = output
         .extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("mp4"));
-    if normal == 0 || !is_mp4 {
-        return Err("must name an .mp4 file, e.g. \"series/episode-01.mp4\"".into());
+        .is_some_and(|e| crate::settings::Format::NAMES.contains(&e.to_ascii_lowercase().as_str()));
+    if normal == 0 || !known {
+        return Err(
+            "must name an .mp4, .m4b, .m4a, .wav or .mp3 file, e.g. \"series/episode-01.mp4\" or \"books/emma.m4b\""
+                .into(),
+        );
     }
     Ok(())
 }

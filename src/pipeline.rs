@@ -29,7 +29,7 @@ use crate::plan::Plan;
 use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{RenderReport, Written, phrase_hits};
-use crate::settings::{Loudness, OutputKind, RenderOptions};
+use crate::settings::{OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechService};
 use crate::tts::Speech;
 
@@ -54,18 +54,14 @@ pub fn run(
 ) -> Result<RenderReport> {
     let wall = Instant::now();
     let clock = Clock::default();
-    if let OutputKind::Audio(format) = opts.extra.format.unwrap_or(OutputKind::of(&opts.output)) {
+    if let OutputKind::Audio(format) = opts.settings.output_kind(&opts.output) {
         return audio::render_audio(opts, format, service, progress, cancel);
     }
-    if let Some(standard) = Loudness::resolve(opts.extra.loudness, OutputKind::Mp4) {
-        // A video's audio is spread over its chunks and copied into the MP4 in one go; the
-        // two-pass leveller lives in the audio-only render.
-        return Err(Error::Usage(format!(
-            "--loudness {} is for audio-only outputs (.m4b, .m4a, .mp3, .wav), not the video {}; leave it off (the default for MP4) or render -o book.m4b",
-            standard.name(),
-            opts.output.display()
-        )));
-    }
+    // A video's audio is spread over its chunks and copied into the MP4 in one go; the
+    // two-pass leveller lives in the audio-only render.
+    opts.settings
+        .check_output(&opts.output)
+        .map_err(Error::Usage)?;
     let Prepared {
         script,
         mut engine,
@@ -111,7 +107,13 @@ pub fn run(
     let (info, subtitles) = timed(progress, &clock, Stage::Assemble, || {
         let chunks = chunk_refs(&cache, plan.chunks.iter().map(|c| c.key()), &done);
         let meta = plan.output_meta(&script, &done);
-        media::write_mp4(&chunks, &opts.output, &meta, opts.extra.subtitles, cancel)
+        media::write_mp4(
+            &chunks,
+            &opts.output,
+            &meta,
+            opts.settings.subtitles,
+            cancel,
+        )
     })?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
 

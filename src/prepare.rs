@@ -51,17 +51,15 @@ pub fn load_inputs(
             Ok(())
         }
     };
-    if opts.extra.format.unwrap_or(OutputKind::of(&opts.output))
-        != OutputKind::Audio(AudioFormat::Wav)
-    {
+    if opts.settings.output_kind(&opts.output) != OutputKind::Audio(AudioFormat::Wav) {
         ffmpeg_path(&opts.output, "output", "choose an output name")?;
     }
     guard::regular_input(&opts.script, "script")?;
-    let (mut script, notes) = crate::book::load_script(&opts.script, &opts.extra.book)?;
+    let (mut script, notes) = crate::book::load_script(&opts.script, &opts.settings.book)?;
     for message in notes {
         progress.event(Event::Warning { message });
     }
-    for path in &opts.extra.lexicons {
+    for path in &opts.settings.lexicon {
         stopped()?;
         let more = Lexicon::load(path)?;
         script
@@ -81,10 +79,7 @@ pub fn load_inputs(
     if let Some(lexicon) = &named_lexicon {
         inputs.push(("lexicon the script names", lexicon.as_path()));
     }
-    let sidecar = opts
-        .extra
-        .subtitles
-        .map(|f| opts.output.with_extension(f.extension()));
+    let sidecar = opts.settings.sidecar(&opts.output);
     let cache = match &opts.cache {
         CacheLocation::Dir(dir) => Some(dir.as_path()),
         CacheLocation::Temporary => None,
@@ -95,7 +90,7 @@ pub fn load_inputs(
         SpeechOptions {
             voice,
             speed: script.speed,
-            noise: opts.noise,
+            noise: !opts.settings.deterministic,
             speaker: 0,
         },
     )?;

@@ -2,11 +2,15 @@
 //!
 //! ripgrep's pattern: raw input (flags through clap, a spec through [`RenderSettings::from_spec`])
 //! becomes a checked [`RenderSettings`], and the render takes only that. A field added to
-//! [`RenderSettings`] (or [`LookSettings`]) is at once a `talker render` flag, a job-spec field (its
-//! serde name; `from_spec` must read it, or its struct literal does not compile, and
-//! [`RenderSettings::SPEC_FIELDS`] must list it, or a unit test fails) and part of a job's content hash (which covers the serialised
-//! job); both readers check it against the same limits below. What changes frames must also go
-//! into the chunk cache key (`look::prepare`), which covers the look rather than the job.
+//! [`RenderSettings`] (or [`LookSettings`], or the book's `BookOptions`) is at once a
+//! `talker render` flag, a job-spec field (its serde name; `from_spec` must read it, or its struct
+//! literal does not compile, and [`RenderSettings::SPEC_FIELDS`] must list it, or a unit test
+//! fails; the binary's tests fail on a `render` flag that no spec field carries) and part of a
+//! job's content hash (which covers the serialised job); both readers check it against the same
+//! limits below. Fields added after the first release are left out of the serialised job while
+//! they hold their default, so jobs already in a queue keep their hashes. What changes frames
+//! must also go into the chunk cache key (`look::prepare`), which covers the look rather than the
+//! job.
 //!
 //! [`RenderOptions`] is what one render needs: the settings plus paths, assets, cache and the
 //! per-process speech setup.
@@ -18,11 +22,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::assets::Assets;
+use crate::book::{BookOptions, MAX_CHAPTER_DEPTH, Matter, NotesMode};
 use crate::cache::CacheLocation;
 use crate::media::loudness::Standard;
 use crate::media::{AudioFormat, SubtitleFormat, X264_PRESETS};
 pub use crate::script::Layout;
-use crate::script::kind;
+use crate::script::{did_you_mean, kind};
 use crate::tts::select::SpeechSetup;
 
 /// Frames per second, for `--fps` and a spec's `fps`.
@@ -67,6 +72,12 @@ pub enum Background {
     Color([u8; 3]),
     /// A PNG or JPEG, scaled to cover the frame (an input: never overwritten, in the cache keys).
     Image(PathBuf),
+}
+
+impl Background {
+    fn is_blur(&self) -> bool {
+        *self == Background::Blur
+    }
 }
 
 impl std::str::FromStr for Background {
@@ -138,9 +149,11 @@ pub struct LookSettings {
     pub framing: Framing,
     /// How the portrait fills the frame [default: the script's, else fill, or fit when the frame's shape is far from the portrait's (a 16:9 frame from a square or upright portrait)].
     #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
     /// Around a fit portrait: blur (the portrait itself, blurred and darkened), a colour #RRGGBB, or a PNG/JPEG image scaled to cover the frame.
     #[cfg_attr(feature = "cli", arg(long, value_name = "blur|#RRGGBB|IMAGE", default_value = "blur"))]
+    #[serde(default, skip_serializing_if = "Background::is_blur")]
     pub background: Background,
     /// No idle head motion (blinks stay).
     #[cfg_attr(feature = "cli", arg(long))]
@@ -150,7 +163,7 @@ pub struct LookSettings {
     pub seed: u64,
 }
 
-/// Everything about a render's video that a job spec may set. Serialised flat, in this order:
+/// Everything about a render's output that a job spec may set. Serialised flat, in this order:
 /// the job's content hash depends on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
@@ -167,6 +180,68 @@ pub struct RenderSettings {
     /// x264 preset: slower ones make smaller files at equal quality.
     #[cfg_attr(feature = "cli", arg(long, default_value = DEFAULT_PRESET, value_parser = clap::builder::PossibleValuesParser::new(X264_PRESETS)))]
     pub preset: String,
+    /// Write this kind whatever the output's extension.
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+    /// Also write subtitles next to the output (book.m4b → book.srt), one cue per sentence.
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subtitles: Option<SubtitleFormat>,
+    /// Bring the whole book to a loudness standard: measured over all of it (ITU BS.1770), one
+    /// gain, a peak limiter [default: acx for audio-only outputs, off for MP4 video, which takes
+    /// no other value].
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loudness: Option<Loudness>,
+    /// Pronunciation lexicon (JSON: {"Nguyen": "win", "Siobhan": {"ipa": "ʃɪvˈɔːn"}}), applied
+    /// after the script's own; repeat for several, later ones winning.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lexicon: Vec<PathBuf>,
+    #[cfg_attr(feature = "cli", command(flatten))]
+    #[serde(flatten)]
+    pub book: BookOptions,
+    /// Turn off the voice's sampling noise: the same text always sounds exactly the same.
+    #[cfg_attr(feature = "cli", arg(long))]
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub deterministic: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
+}
+
+/// `--format`: what `-o` writes, when its extension should not decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Talking-portrait video (H.264 + AAC, subtitles, chapters).
+    Mp4,
+    /// Audiobook: AAC with chapters, title and author; no portrait needed.
+    M4b,
+    /// AAC with chapters, title and author; no portrait needed.
+    M4a,
+    /// 16-bit PCM at the voice's sample rate; no portrait needed.
+    Wav,
+    /// MP3 (LAME, constant bit rate, 44.1 kHz mono) with ID3 title, author, album and chapters.
+    Mp3,
+}
+
+impl Format {
+    /// The names flags and specs take, in declaration order.
+    pub const NAMES: &[&str] = &["mp4", "m4b", "m4a", "wav", "mp3"];
+
+    pub fn kind(self) -> OutputKind {
+        match self {
+            Format::Mp4 => OutputKind::Mp4,
+            Format::M4b => OutputKind::Audio(AudioFormat::M4b),
+            Format::M4a => OutputKind::Audio(AudioFormat::M4a),
+            Format::Wav => OutputKind::Audio(AudioFormat::Wav),
+            Format::Mp3 => OutputKind::Audio(AudioFormat::Mp3),
+        }
+    }
 }
 
 impl Default for RenderSettings {
@@ -176,6 +251,12 @@ impl Default for RenderSettings {
             look: LookSettings::default(),
             crf: DEFAULT_CRF,
             preset: DEFAULT_PRESET.to_owned(),
+            format: None,
+            subtitles: None,
+            loudness: None,
+            lexicon: Vec::new(),
+            book: BookOptions::default(),
+            deterministic: false,
         }
     }
 }
@@ -200,7 +281,43 @@ impl RenderSettings {
         "seed",
         "crf",
         "preset",
+        "format",
+        "subtitles",
+        "loudness",
+        "lexicon",
+        "matter",
+        "notes",
+        "chapter_depth",
+        "chapters",
+        "deterministic",
     ];
+
+    /// What `output` is written as: `format` where given, else by its extension.
+    pub fn output_kind(&self, output: &Path) -> OutputKind {
+        self.format
+            .map_or_else(|| OutputKind::of(output), Format::kind)
+    }
+
+    /// The subtitle sidecar beside `output` (`book.m4b` → `book.srt`), when asked for.
+    pub fn sidecar(&self, output: &Path) -> Option<PathBuf> {
+        self.subtitles.map(|f| output.with_extension(f.extension()))
+    }
+
+    /// What only the output's kind decides: a loudness standard on a video is refused, with the
+    /// message `render` gives for it.
+    pub fn check_output(&self, output: &Path) -> Result<(), String> {
+        if self.output_kind(output) != OutputKind::Mp4 {
+            return Ok(());
+        }
+        match Loudness::resolve(self.loudness, OutputKind::Mp4) {
+            Some(standard) => Err(format!(
+                "--loudness {} is for audio-only outputs (.m4b, .m4a, .mp3, .wav), not the video {}; leave it off (the default for MP4) or render -o book.m4b",
+                standard.name(),
+                output.display()
+            )),
+            None => Ok(()),
+        }
+    }
 
     /// Reads and checks the settings of a job spec's JSON object; absent fields take the same
     /// defaults as the flags. Unknown fields are the caller's to refuse.
@@ -271,6 +388,59 @@ impl RenderSettings {
                 p
             }
         };
+        let lexicon = match obj.get("lexicon") {
+            None => Vec::new(),
+            Some(Value::String(_)) => vec![PathBuf::from(path(&obj["lexicon"], "lexicon")?)],
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| path(v, &format!("lexicon[{i}]")).map(PathBuf::from))
+                .collect::<Result<_, _>>()?,
+            Some(v) => {
+                return fail(
+                    "lexicon",
+                    format!(
+                        "must be a file name or an array of them (JSON lexicons, relative to this spec file), found {}",
+                        kind(v)
+                    ),
+                );
+            }
+        };
+        let defaults = BookOptions::default();
+        let book = BookOptions {
+            matter: choice(obj, "matter", Matter::NAMES)?.unwrap_or(defaults.matter),
+            notes: choice(obj, "notes", NotesMode::NAMES)?.unwrap_or(defaults.notes),
+            chapter_depth: obj
+                .get("chapter_depth")
+                .map(|v| {
+                    integer(
+                        v,
+                        "chapter_depth",
+                        1..=i64::from(MAX_CHAPTER_DEPTH),
+                        "levels of the table of contents",
+                    )
+                    .map(|n| n as u8)
+                })
+                .transpose()?
+                .unwrap_or(defaults.chapter_depth),
+            chapters: match obj.get("chapters") {
+                None => None,
+                Some(v) => match string(v, "chapters")?.parse() {
+                    Ok(list) => Some(list),
+                    Err(e) => return fail("chapters", e),
+                },
+            },
+        };
+        let deterministic = match obj.get("deterministic") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return fail(
+                    "deterministic",
+                    format!("must be true or false, found {}", kind(v)),
+                );
+            }
+        };
         Ok(RenderSettings {
             voice,
             look: LookSettings {
@@ -284,8 +454,51 @@ impl RenderSettings {
             },
             crf,
             preset,
+            format: choice(obj, "format", Format::NAMES)?,
+            subtitles: choice(obj, "subtitles", SubtitleFormat::NAMES)?,
+            loudness: choice(obj, "loudness", Loudness::NAMES)?,
+            lexicon,
+            book,
+            deterministic,
         })
     }
+}
+
+/// One of `names` (the value enum's own, as its flag takes them), or absent.
+fn choice<T: serde::de::DeserializeOwned>(
+    obj: &Map<String, Value>,
+    at: &str,
+    names: &[&str],
+) -> Result<Option<T>, Fail> {
+    let Some(v) = obj.get(at) else {
+        return Ok(None);
+    };
+    let allowed = names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match v.as_str() {
+        Some(s) if names.contains(&s) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|e| (at.to_owned(), e.to_string())),
+        Some(s) => {
+            let hint = did_you_mean(s, names)
+                .map(|n| format!("; did you mean \"{n}\"?"))
+                .unwrap_or_default();
+            fail(at, format!("must be one of {allowed}, found {v}{hint}"))
+        }
+        None => fail(at, format!("must be one of {allowed}, found {}", kind(v))),
+    }
+}
+
+/// A non-empty path string without NUL.
+fn path(v: &Value, at: &str) -> Result<String, Fail> {
+    let s = string(v, at)?;
+    if s.contains('\0') {
+        return fail(at, "contains a NUL character");
+    }
+    Ok(s)
 }
 
 /// A non-empty JSON string of at most 4096 bytes.
@@ -379,34 +592,32 @@ impl OutputKind {
     }
 }
 
-/// Options of `talker render` that job specs do not have: output kind, subtitle sidecar, extra
-/// lexicons.
-#[derive(Debug, Clone, Default)]
-pub struct ExtraOptions {
-    /// `--format`: overrides the kind the output's extension implies.
-    pub format: Option<OutputKind>,
-    /// `--subtitles`: a sidecar next to the output, one cue per sentence.
-    pub subtitles: Option<SubtitleFormat>,
-    /// `--lexicon` files, applied after the script's own lexicon (later entries win).
-    pub lexicons: Vec<PathBuf>,
-    /// `--matter`, `--notes`, `--chapter-depth`: how a book is read (a job reads the defaults).
-    pub book: crate::book::BookOptions,
-    /// `--loudness`: `None` is the output's default (ACX for audio only, off for an MP4).
-    pub loudness: Option<Loudness>,
-}
-
 /// `--loudness`: the standard an output is brought to, or none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
 pub enum Loudness {
+    /// ACX: -20 dB RMS, peaks limited under -3 dBFS, room tone (a -70 dB noise) under all of
+    /// it with 0.75 s before and 2 s after; .mp3 and .m4b at 44.1 kHz, .mp3 at 192 kbps.
+    Acx,
+    /// -19 LUFS (the mono podcast target), true peak under -1 dBTP.
+    Podcast,
+    /// EBU R128: -23 LUFS, true peak under -1 dBTP.
+    Broadcast,
+    /// The speech as the voice made it.
     Off,
-    To(Standard),
 }
 
 impl Loudness {
+    /// The names flags and specs take, in declaration order.
+    pub const NAMES: &[&str] = &["acx", "podcast", "broadcast", "off"];
+
     /// What `loudness` means for `kind` when not given.
     pub fn resolve(loudness: Option<Loudness>, kind: OutputKind) -> Option<Standard> {
         match (loudness, kind) {
-            (Some(Loudness::To(s)), _) => Some(s),
+            (Some(Loudness::Acx), _) => Some(Standard::Acx),
+            (Some(Loudness::Podcast), _) => Some(Standard::Podcast),
+            (Some(Loudness::Broadcast), _) => Some(Standard::Broadcast),
             (Some(Loudness::Off), _) | (None, OutputKind::Mp4) => None,
             (None, OutputKind::Audio(_)) => Some(Standard::Acx),
         }
@@ -423,14 +634,12 @@ pub struct RenderOptions {
     pub output: PathBuf,
     pub assets: Assets,
     pub cache: CacheLocation,
-    /// Voice, size, fps, look and encoder: override the script's where given.
+    /// Everything that changes the output (voice, look, encoder, format, subtitles, loudness,
+    /// lexicons, book options, noise): what a job spec holds too.
     pub settings: RenderSettings,
     pub threads: usize,
-    /// Piper's sampling noise (on by default, as Piper does; off makes speech deterministic).
-    pub noise: bool,
     /// Backend, precision, engines and batching (a worker's renders share one service).
     pub speech: SpeechSetup,
-    pub extra: ExtraOptions,
 }
 
 impl RenderOptions {
@@ -448,7 +657,12 @@ impl RenderOptions {
         if !self.portrait.as_os_str().is_empty() {
             inputs.push(("portrait", self.portrait.as_path()));
         }
-        inputs.extend(self.extra.lexicons.iter().map(|l| ("lexicon", l.as_path())));
+        inputs.extend(
+            self.settings
+                .lexicon
+                .iter()
+                .map(|l| ("lexicon", l.as_path())),
+        );
         if let Background::Image(path) = &self.settings.look.background {
             inputs.push(("background image", path.as_path()));
         }
@@ -483,18 +697,143 @@ mod tests {
         assert_eq!(RenderSettings::from_spec(&Map::new()), Ok(flags));
     }
 
+    /// Every field set, so every one is serialised.
+    fn all_set() -> RenderSettings {
+        RenderSettings {
+            voice: Some("v".into()),
+            look: LookSettings {
+                size: Some((128, 96)),
+                fps: Some(10),
+                framing: Framing::Head,
+                layout: Some(Layout::Fit),
+                background: Background::Color([1, 2, 3]),
+                still: true,
+                seed: 7,
+            },
+            crf: 30,
+            preset: "ultrafast".into(),
+            format: Some(Format::M4b),
+            subtitles: Some(SubtitleFormat::Srt),
+            loudness: Some(Loudness::Podcast),
+            lexicon: vec!["/l.json".into()],
+            book: BookOptions {
+                matter: Matter::All,
+                notes: NotesMode::End,
+                chapter_depth: 3,
+                chapters: Some("2-3,5".parse().unwrap()),
+            },
+            deterministic: true,
+        }
+    }
+
     #[test]
     fn serialised_flat_in_field_order() {
+        // The first release's fields only while the later ones hold their defaults: a job
+        // queued before them keeps its content hash.
         let json = serde_json::to_string(&RenderSettings::default()).unwrap();
         assert_eq!(
             json,
-            r#"{"voice":null,"size":null,"fps":null,"framing":"full","layout":null,"background":"blur","still":false,"seed":0,"crf":20,"preset":"veryfast"}"#
+            r#"{"voice":null,"size":null,"fps":null,"framing":"full","still":false,"seed":0,"crf":20,"preset":"veryfast"}"#
         );
+        let json = serde_json::to_string(&all_set()).unwrap();
         let at: Vec<usize> = RenderSettings::SPEC_FIELDS
             .iter()
             .map(|f| json.find(&format!("\"{f}\":")).expect(f))
             .collect();
         assert!(at.is_sorted(), "{json}");
         assert_eq!(json.matches("\":").count(), at.len(), "{json}");
+        assert_eq!(
+            serde_json::from_str::<RenderSettings>(&json).unwrap(),
+            all_set()
+        );
+    }
+
+    #[test]
+    fn a_spec_reads_every_field_as_serialised() {
+        let json = serde_json::to_value(all_set()).unwrap();
+        let mut obj = json.as_object().unwrap().clone();
+        // A spec gives `size` as an array and one lexicon as a plain string.
+        obj.insert("lexicon".into(), Value::from("/l.json"));
+        assert_eq!(RenderSettings::from_spec(&obj), Ok(all_set()));
+    }
+
+    #[test]
+    fn spec_choices_name_the_allowed_values() {
+        let bad = |field: &str, v: Value| {
+            let mut obj = Map::new();
+            obj.insert(field.into(), v);
+            RenderSettings::from_spec(&obj).unwrap_err()
+        };
+        let (at, m) = bad("loudness", Value::from("acz"));
+        assert_eq!(at, "loudness");
+        assert!(
+            m.contains("\"acx\", \"podcast\"") && m.contains("did you mean \"acx\""),
+            "{m}"
+        );
+        let (at, m) = bad("subtitles", Value::from(1));
+        assert_eq!(
+            (at.as_str(), m.contains("a number")),
+            ("subtitles", true),
+            "{m}"
+        );
+        let (at, m) = bad("chapter_depth", Value::from(7));
+        assert_eq!(
+            (at.as_str(), m.contains("1 to 6")),
+            ("chapter_depth", true),
+            "{m}"
+        );
+        let (at, _) = bad("lexicon", serde_json::json!(["a.json", ""]));
+        assert_eq!(at, "lexicon[1]");
+        let (at, m) = bad("lexicon", Value::from(3));
+        assert_eq!(
+            (at.as_str(), m.contains("an array of them")),
+            ("lexicon", true),
+            "{m}"
+        );
+        let (at, m) = bad("deterministic", Value::from("yes"));
+        assert_eq!(
+            (at.as_str(), m.contains("true or false")),
+            ("deterministic", true)
+        );
+        assert!(bad("matter", Value::from("front")).1.contains("\"body\""));
+        assert!(bad("notes", Value::from("foot")).1.contains("\"end\""));
+        assert!(bad("format", Value::from("mov")).1.contains("\"m4b\""));
+    }
+
+    #[test]
+    fn loudness_on_a_video_is_refused_as_render_refuses_it() {
+        let mut s = RenderSettings {
+            loudness: Some(Loudness::Acx),
+            ..RenderSettings::default()
+        };
+        assert!(s.check_output(Path::new("a.m4b")).is_ok());
+        let e = s.check_output(Path::new("a.mp4")).unwrap_err();
+        assert!(
+            e.starts_with("--loudness acx is for audio-only outputs"),
+            "{e}"
+        );
+        s.format = Some(Format::Wav);
+        assert!(s.check_output(Path::new("a.mp4")).is_ok());
+        s.loudness = Some(Loudness::Off);
+        s.format = None;
+        assert!(s.check_output(Path::new("a.mp4")).is_ok());
+    }
+
+    /// The names specs take are the flags' own.
+    #[cfg(feature = "cli")]
+    #[test]
+    fn spec_names_are_the_flag_values() {
+        fn names<T: clap::ValueEnum>() -> Vec<String> {
+            T::value_variants()
+                .iter()
+                .filter_map(|v| v.to_possible_value())
+                .map(|p| p.get_name().to_owned())
+                .collect()
+        }
+        assert_eq!(names::<Format>(), Format::NAMES);
+        assert_eq!(names::<Loudness>(), Loudness::NAMES);
+        assert_eq!(names::<SubtitleFormat>(), SubtitleFormat::NAMES);
+        assert_eq!(names::<Matter>(), Matter::NAMES);
+        assert_eq!(names::<NotesMode>(), NotesMode::NAMES);
     }
 }

@@ -103,7 +103,7 @@ fn zip_file(path: &Path, entries: &[(&str, &[u8])]) {
     z.finish().unwrap();
 }
 
-fn epub(dir: &Path, name: &str, version: &str, with_nav: bool) -> PathBuf {
+pub(crate) fn epub(dir: &Path, name: &str, version: &str, with_nav: bool) -> PathBuf {
     let p = dir.join(name);
     let opf = opf(version, with_nav);
     let mut entries: Vec<(&str, &[u8])> = vec![

@@ -147,17 +147,16 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
                 ..LookSettings::default()
             },
             crf: 18,
+            deterministic: true,
             ..RenderSettings::default()
         },
         threads: 1,
-        noise: false,
         speech: SpeechSetup::cpu(
             Assets::locate(None)
                 .onnxruntime_library()
                 .map_err(|e| e.to_string()),
             1,
         ),
-        extra: Default::default(),
     };
     let clock = Clock::default();
     let service = SpeechService::start(&opts.speech).unwrap();

@@ -133,6 +133,13 @@ impl Env {
         self.cmd(sub, args).output().unwrap()
     }
 
+    /// `talker SUB ARGS…` with the shared cache and no queue (`render`).
+    fn run_plain(&self, sub: &str, args: &[&str]) -> Output {
+        let mut c = talker(self.path());
+        c.env("TALKER_CACHE", &self.cache).arg(sub).args(args);
+        c.output().unwrap()
+    }
+
     fn enqueue(&self, specs: &[PathBuf], extra: &[&str]) -> Vec<i64> {
         let mut c = self.cmd("enqueue", &["--json", "--out-root", s(&self.out)]);
         c.args(extra).args(specs);
@@ -1563,4 +1570,324 @@ fn missing_face_models_are_not_a_bad_spec() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "missing assets exit 1: {err}");
     assert!(err.contains(s(&empty)), "{err}");
+}
+
+/// The streams, durations and chapters ffprobe sees in `path`: what a job's output must share
+/// with `talker render`'s from the same inputs and options.
+fn media_shape(path: &Path) -> Value {
+    let p = probe(path);
+    let streams: Vec<Value> = p["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            json!([
+                s["codec_type"],
+                s["codec_name"],
+                s["sample_rate"],
+                s["channels"],
+                s["width"],
+                s["height"],
+                s["nb_frames"],
+                s["duration"]
+            ])
+        })
+        .collect();
+    let chapters: Vec<Value> = p["chapters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!([c["tags"]["title"], c["start_time"], c["end_time"]]))
+        .collect();
+    json!({"streams": streams, "chapters": chapters, "duration": p["format"]["duration"]})
+}
+
+/// A nightly batch of a book (EPUB → M4B with a lexicon and SRT subtitles), a lecture (Markdown
+/// → MP4) and notes (text → WAV): each job's files are published together, listed by
+/// `status --json`, and equal to what `talker render` makes from the same inputs and options;
+/// editing a book or losing one of a job's files makes the next batch render that job again.
+fn books_and_lectures(backend: Backend, compare: bool) {
+    let env = Env::new(backend);
+    let (jobs, inputs) = (env.path().join("jobs"), env.path().join("in"));
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::create_dir(&inputs).unwrap();
+    let book = crate::books::epub(&inputs, "book.epub", "3.0", true);
+    std::fs::write(inputs.join("names.json"), r#"{"Rain": "rayn"}"#).unwrap();
+    let md = inputs.join("talk.md");
+    std::fs::write(
+        &md,
+        "# Hello\n\nOne line.\n\n## Second\n\nTwo lines here.\n",
+    )
+    .unwrap();
+    let notes = inputs.join("notes.txt");
+    std::fs::write(&notes, "Some notes.\n\nRead aloud.\n").unwrap();
+    let portrait = repo("examples/portrait.png");
+    let seed = run_seed();
+    let specs = [
+        (
+            "book",
+            json!({"script": "../in/book.epub", "output": "books/book.m4b", "subtitles": "srt",
+                   "lexicon": "../in/names.json", "deterministic": true}),
+        ),
+        (
+            "talk",
+            json!({"script": "../in/talk.md", "portrait": portrait, "output": "talks/talk.mp4",
+                   "framing": "head", "size": [128, 128], "fps": 10, "preset": "ultrafast",
+                   "seed": seed, "deterministic": true}),
+        ),
+        (
+            "notes",
+            json!({"script": "../in/notes.txt", "output": "notes.wav", "loudness": "off",
+                   "subtitles": "vtt", "deterministic": true}),
+        ),
+    ];
+    for (name, spec) in &specs {
+        std::fs::write(jobs.join(format!("{name}.json")), spec.to_string()).unwrap();
+    }
+    let batch = || {
+        let mut args = vec!["--json", "--out-root", s(&env.out), "--threads", "2"];
+        args.extend(with_fast(&[]));
+        args.push(s(&jobs));
+        let o = env.run("batch", &args);
+        assert_success(&o);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let v = batch();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 3, "{v}");
+    let out = env.out.canonicalize().unwrap();
+    assert_eq!(
+        files_under(&env.out),
+        [
+            "books/book.m4b",
+            "books/book.srt",
+            "notes.vtt",
+            "notes.wav",
+            "talks/talk.mp4"
+        ],
+        "the outputs and nothing else (no stage folder, no manifest)"
+    );
+    let status = env.status(&[]);
+    let files: Vec<Vec<String>> = status["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            assert_eq!(j["state"], "succeeded", "{j}");
+            j["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    assert_eq!(f["sha256"].as_str().unwrap().len(), 64, "{f}");
+                    f["path"].as_str().unwrap().to_owned()
+                })
+                .collect()
+        })
+        .collect();
+    let at = |rel: &str| out.join(rel).display().to_string();
+    let book_files = vec![at("books/book.m4b"), at("books/book.srt")];
+    assert!(files.contains(&book_files), "{status}");
+
+    if compare {
+        let reference = env.path().join("reference");
+        std::fs::create_dir(&reference).unwrap();
+        let render = |args: &[&str]| {
+            let o = env.run_plain("render", args);
+            assert_success(&o);
+        };
+        let lexicon = inputs.join("names.json");
+        let r = |name: &str| reference.join(name);
+        render(&[
+            s(&book),
+            "-o",
+            s(&r("book.m4b")),
+            "--subtitles",
+            "srt",
+            "--lexicon",
+            s(&lexicon),
+            "--deterministic",
+        ]);
+        let seed = seed.to_string();
+        render(&[
+            s(&md),
+            s(&portrait),
+            "-o",
+            s(&r("talk.mp4")),
+            "--framing",
+            "head",
+            "--size",
+            "128x128",
+            "--fps",
+            "10",
+            "--preset",
+            "ultrafast",
+            "--seed",
+            &seed,
+            "--deterministic",
+        ]);
+        render(&[
+            s(&notes),
+            "-o",
+            s(&r("notes.wav")),
+            "--loudness",
+            "off",
+            "--subtitles",
+            "vtt",
+            "--deterministic",
+        ]);
+        for (job, reference) in [
+            ("books/book.m4b", "book.m4b"),
+            ("talks/talk.mp4", "talk.mp4"),
+            ("notes.wav", "notes.wav"),
+        ] {
+            let (a, b) = (media_shape(&out.join(job)), media_shape(&r(reference)));
+            assert_eq!(a, b, "{job}");
+        }
+        assert!(
+            !media_shape(&r("book.m4b"))["chapters"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+        let cues = std::fs::read_to_string(out.join("books/book.srt")).unwrap();
+        assert!(cues.contains(" --> "), "{cues}");
+        assert_eq!(cues, std::fs::read_to_string(r("book.srt")).unwrap());
+        crashed_while_publishing(&env, &notes, &out);
+    }
+
+    // Edited book: only its job renders again. A lost sidecar: that job renders again too.
+    std::fs::write(&notes, "Some edited notes.\n\nRead aloud.\n").unwrap();
+    std::fs::remove_file(out.join("books/book.srt")).unwrap();
+    let v = batch();
+    assert_eq!(v["up_to_date"], 1, "{v}");
+    let again: Vec<&str> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            assert_eq!(j["state"], "succeeded", "{j}");
+            j["output"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(again, [at("books/book.m4b"), at("notes.wav")]);
+    assert!(out.join("books/book.srt").is_file());
+    assert_eq!(batch()["up_to_date"], 3);
+}
+
+/// The files a worker killed between its two renames leaves: the edited notes' new WAV in
+/// place, its VTT still staged, the old VTT beside the new WAV, and the manifest. (A kill cannot
+/// be timed into the moment between two renames, so the test lays out what that kill leaves,
+/// from a real render of the edited notes.) The next batch finishes that set first, says so,
+/// and publishes a complete set of the edit; no stage folder or manifest is left.
+fn crashed_while_publishing(env: &Env, notes: &Path, out: &Path) {
+    std::fs::write(notes, "Some notes, edited.\n\nRead aloud.\n").unwrap();
+    let fresh = env.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    let o = env.run_plain(
+        "render",
+        &[
+            s(notes),
+            "-o",
+            s(&fresh.join("notes.wav")),
+            "--loudness",
+            "off",
+            "--subtitles",
+            "vtt",
+            "--deterministic",
+        ],
+    );
+    assert_success(&o);
+    let stage = out.join(".notes.wav.job9-0123456789abcdef.d");
+    std::fs::create_dir(&stage).unwrap();
+    let entry = |name: &str| {
+        let staged = stage.join(name);
+        std::fs::copy(fresh.join(name), &staged).unwrap();
+        json!({"from": staged, "to": {
+            "path": out.join(name),
+            "bytes": std::fs::metadata(&staged).unwrap().len(),
+            "sha256": talker::queue::spec::file_sha256(&staged).unwrap(),
+        }})
+    };
+    let manifest = json!({"stage": stage, "moves": [entry("notes.wav"), entry("notes.vtt")]});
+    std::fs::write(out.join(".notes.wav.publish"), manifest.to_string()).unwrap();
+    std::fs::rename(stage.join("notes.wav"), out.join("notes.wav")).unwrap();
+    let fresh_vtt = std::fs::read_to_string(fresh.join("notes.vtt")).unwrap();
+    assert_ne!(
+        std::fs::read_to_string(out.join("notes.vtt")).unwrap(),
+        fresh_vtt,
+        "a mixed set: the new WAV beside the old VTT"
+    );
+
+    let jobs = env.path().join("jobs");
+    let mut args = vec!["--json", "--out-root", s(out), "--threads", "2"];
+    args.extend(with_fast(&[]));
+    args.push(s(&jobs));
+    let o = env.run("batch", &args);
+    assert_success(&o);
+    let events = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        events.contains("stopped while publishing its files"),
+        "{events}"
+    );
+    assert_eq!(
+        listing(out),
+        ["books", "notes.vtt", "notes.wav", "talks"],
+        "no stage folder or manifest left"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.vtt")).unwrap(),
+        fresh_vtt
+    );
+    assert_eq!(
+        media_shape(&out.join("notes.wav")),
+        media_shape(&fresh.join("notes.wav"))
+    );
+}
+
+#[test]
+fn sqlite_books_and_lectures_batch_like_render() {
+    books_and_lectures(Backend::Sqlite, true);
+}
+
+#[test]
+fn postgres_books_and_lectures_batch() {
+    books_and_lectures(Backend::Postgres, false);
+}
+
+/// A video job needs a face and an audio job shows none: refused at enqueue (exit 2), naming
+/// the spec file, the field and the fix, before anything is queued.
+#[test]
+fn specs_refuse_a_video_without_a_portrait_and_audio_with_one() {
+    let env = Env::new(Backend::Sqlite);
+    let md = env.path().join("talk.md");
+    std::fs::write(&md, "# Hello\n\nOne line.\n").unwrap();
+    let cases = [
+        (
+            "video.json",
+            json!({"script": "talk.md", "output": "talk.mp4"}),
+            "portrait: is missing; the output talk.mp4 is a video, which needs a face",
+        ),
+        (
+            "audio.json",
+            json!({"script": "talk.md", "portrait": repo("examples/portrait.png"), "output": "talk.m4b"}),
+            "portrait: is not used: the output talk.m4b is audio only",
+        ),
+        (
+            "lexicon.json",
+            json!({"script": "talk.md", "output": "talk.m4b", "lexicon": ["a.json", "missing.json"]}),
+            "lexicon[0]: ",
+        ),
+    ];
+    for (name, spec, needle) in cases {
+        let path = env.path().join(name);
+        std::fs::write(&path, spec.to_string()).unwrap();
+        let o = env.run("enqueue", &["--out-root", s(&env.out), s(&path)]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("job spec {}: {needle}", path.display())),
+            "{err}"
+        );
+    }
+    assert!(!env.out.join("talk.mp4").exists());
 }

@@ -44,8 +44,9 @@ pub struct Book {
 }
 
 /// `--matter`: which front and back matter of a book is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
 pub enum Matter {
     /// Everything the book holds.
     All,
@@ -57,10 +58,16 @@ pub enum Matter {
     Body,
 }
 
+impl Matter {
+    /// The names flags and job specs take, in declaration order.
+    pub const NAMES: &[&str] = &["all", "book", "body"];
+}
+
 /// `--notes`: what becomes of footnotes and endnotes. Note references (the superscript "1")
 /// are never read in the running text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
 pub enum NotesMode {
     /// Leave the notes out.
     #[default]
@@ -70,32 +77,52 @@ pub enum NotesMode {
     End,
 }
 
+impl NotesMode {
+    /// The names flags and job specs take, in declaration order.
+    pub const NAMES: &[&str] = &["skip", "end"];
+}
+
 /// Deepest level of a table of contents that `--chapter-depth` accepts.
 pub const MAX_CHAPTER_DEPTH: u8 = 6;
 
 /// How a book is read: shared by `talker render` and `talker script convert`, so both give the
 /// same script. The markup these rely on is EPUB's (`epub:type`, landmarks, the EPUB 2 guide);
-/// a book without it has nothing left out: parts are never guessed by their titles.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// a book without it has nothing left out: parts are never guessed by their titles. In a job
+/// (serialised flat with the render settings) a field at its default is left out, so jobs queued
+/// before these options existed keep their content hashes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
+#[serde(default)]
 pub struct BookOptions {
     /// Which front and back matter of an EPUB is read, as the book's own markup names its parts
     /// (a book without such markup is read whole: parts are never guessed by their titles).
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Matter::Book))]
+    #[serde(skip_serializing_if = "is_default")]
     pub matter: Matter,
     /// Footnotes and endnotes of an EPUB (note references, the superscript numbers, are never
     /// read).
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = NotesMode::Skip))]
+    #[serde(skip_serializing_if = "is_default")]
     pub notes: NotesMode,
     /// Chapter marks from the first N levels of the table of contents (or of the headings);
     /// a deeper entry's title carries its parents' ("A Scandal in Bohemia: I").
     #[cfg_attr(feature = "cli", arg(long, value_name = "N", default_value_t = 2,
         value_parser = clap::value_parser!(u8).range(1..=i64::from(MAX_CHAPTER_DEPTH))))]
+    #[serde(skip_serializing_if = "is_default_depth")]
     pub chapter_depth: u8,
     /// Only these chapters, numbered as the book's chapter marks count them from 1 (`3-5,7`);
     /// JSON scripts count their `chapter` fields. Everything before the first mark is left out.
     #[cfg_attr(feature = "cli", arg(long, value_name = "LIST"))]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub chapters: Option<ChapterSelection>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+fn is_default_depth(depth: &u8) -> bool {
+    *depth == BookOptions::default().chapter_depth
 }
 
 impl Default for BookOptions {
@@ -110,8 +137,28 @@ impl Default for BookOptions {
 }
 
 /// Chapter numbers and ranges, as `--chapters 3-5,7` gives them (inclusive, from 1).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct ChapterSelection(Vec<(u32, u32)>);
+
+impl From<ChapterSelection> for String {
+    fn from(list: ChapterSelection) -> String {
+        let items: Vec<String> = list
+            .0
+            .iter()
+            .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+            .collect();
+        items.join(",")
+    }
+}
+
+impl TryFrom<String> for ChapterSelection {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<ChapterSelection, String> {
+        s.parse()
+    }
+}
 
 impl ChapterSelection {
     fn contains(&self, n: u32) -> bool {

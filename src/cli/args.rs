@@ -162,20 +162,6 @@ pub enum StandardArg {
     Broadcast,
 }
 
-/// `--loudness`: a standard, or off.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum LoudnessArg {
-    /// ACX: -20 dB RMS, peaks limited under -3 dBFS, room tone (a -70 dB noise) under all of
-    /// it with 0.75 s before and 2 s after; .mp3 and .m4b at 44.1 kHz, .mp3 at 192 kbps.
-    Acx,
-    /// -19 LUFS (the mono podcast target), true peak under -1 dBTP.
-    Podcast,
-    /// EBU R128: -23 LUFS, true peak under -1 dBTP.
-    Broadcast,
-    /// The speech as the voice made it.
-    Off,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum ScriptAction {
     /// Write the JSON script that `talker render INPUT` would use, to read or edit it; rendering
@@ -200,29 +186,6 @@ pub struct ConvertArgs {
     pub book: talker::book::BookOptions,
 }
 
-/// What `-o` writes, when its extension should not decide.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum FormatArg {
-    /// Talking-portrait video (H.264 + AAC, subtitles, chapters).
-    Mp4,
-    /// Audiobook: AAC with chapters, title and author; no portrait needed.
-    M4b,
-    /// AAC with chapters, title and author; no portrait needed.
-    M4a,
-    /// 16-bit PCM at the voice's sample rate; no portrait needed.
-    Wav,
-    /// MP3 (LAME, constant bit rate, 44.1 kHz mono) with ID3 title, author, album and chapters.
-    Mp3,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum SubtitlesArg {
-    /// SubRip (.srt).
-    Srt,
-    /// WebVTT (.vtt).
-    Vtt,
-}
-
 #[cfg(feature = "render")]
 #[derive(Debug, Args, Clone)]
 pub struct RenderArgs {
@@ -235,23 +198,7 @@ pub struct RenderArgs {
     /// .mp3, .wav 16-bit PCM [default: the script's name with .mp4, beside it].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Write this kind whatever the output's extension.
-    #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
-    /// Also write subtitles next to the output (book.m4b → book.srt), one cue per sentence.
-    #[arg(long, value_enum)]
-    pub subtitles: Option<SubtitlesArg>,
-    /// Bring the whole book to a loudness standard: measured over all of it (ITU BS.1770), one
-    /// gain, a peak limiter [default: acx for audio-only outputs, off for MP4 video, which takes
-    /// no other value].
-    #[arg(long, value_enum)]
-    pub loudness: Option<LoudnessArg>,
-    /// Pronunciation lexicon (JSON: {"Nguyen": "win", "Siobhan": {"ipa": "ʃɪvˈɔːn"}}), applied
-    /// after the script's own; repeat for several, later ones winning.
-    #[arg(long, value_name = "FILE")]
-    pub lexicon: Vec<PathBuf>,
-    #[command(flatten)]
-    pub book: talker::book::BookOptions,
+    // Everything that changes the output: each is a job-spec field too (see `settings`).
     #[command(flatten)]
     pub settings: RenderSettings,
     /// Worker threads [default: all cores].
@@ -264,9 +211,6 @@ pub struct RenderArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
               .range(0..=talker::tts::select::GPU_LIMITS.token_budget as u64))]
     pub batch_budget: usize,
-    /// Turn off the voice's sampling noise: the same text always sounds exactly the same.
-    #[arg(long)]
-    pub deterministic: bool,
     /// Use a temporary cache for this render only.
     #[arg(long)]
     pub no_cache: bool,
@@ -355,5 +299,56 @@ mod tests {
     fn cli_is_well_formed() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// Every `render` flag that changes the output is a job-spec field of the same name (`-`
+    /// read as `_`), so the queue renders whatever `render` does. The exceptions say how a
+    /// process renders, not what: a worker sets them once for all its jobs, or they concern
+    /// only this command's own output.
+    #[cfg(feature = "render")]
+    #[test]
+    fn every_render_flag_is_a_job_spec_field() {
+        use clap::CommandFactory;
+        const NOT_IN_SPECS: &[&str] = &[
+            // Threads, CPU batching and the cache: the same output however they are set.
+            "threads",
+            "batch_budget",
+            "no_cache",
+            "cache",
+            // Where speech runs: a worker's renders share one speech service (`talker worker
+            // --backend`), so a job cannot choose its own.
+            "backend",
+            "precision",
+            "engines",
+            "max_batch_wait_ms",
+            // What this command prints, and where it finds its models.
+            "quiet",
+            "json",
+            "verbose",
+            "assets",
+            "help",
+        ];
+        let mut cli = Cli::command();
+        cli.build();
+        let render = cli.find_subcommand("render").expect("a render command");
+        let ids: Vec<String> = render
+            .get_arguments()
+            .map(|a| a.get_id().as_str().replace('-', "_"))
+            .collect();
+        let fields = talker::queue::JobSpec::fields();
+        let missing: Vec<&String> = ids
+            .iter()
+            .filter(|id| !fields.contains(&id.as_str()) && !NOT_IN_SPECS.contains(&id.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "render flags without a job-spec field: {missing:?}; add them to RenderSettings (or, \
+             if they do not change the output, to NOT_IN_SPECS with the reason)"
+        );
+        let stale: Vec<&&str> = NOT_IN_SPECS
+            .iter()
+            .filter(|e| !ids.iter().any(|id| id == *e))
+            .collect();
+        assert!(stale.is_empty(), "no such render flags: {stale:?}");
     }
 }

@@ -151,8 +151,8 @@ fn open_existing_queue(arg: &QueueArg, global: &Global) -> Result<Queue> {
     Ok(Queue::open_existing(&queue_location(arg, global)?)?)
 }
 
-/// A spec file turned into a job and its content hash. The portrait is decoded and its face
-/// found now, as the script is validated, so a job that can never render is refused here.
+/// A spec file turned into a job and its content hash. The portrait (a video's) is decoded and
+/// its face found now, as the script is validated, so a job that can never render is refused here.
 fn load_job(path: &Path, out_root: &Path, global: &Global) -> Result<(Job, String)> {
     let spec = JobSpec::load(path)?;
     let job = Job::resolve(path, spec, out_root)?;
@@ -175,11 +175,13 @@ fn load_job(path: &Path, out_root: &Path, global: &Global) -> Result<(Job, Strin
             e.into()
         }
     };
-    let portrait = Portrait::open(&job.portrait).map_err(refuse)?;
-    let assets = Assets::locate(global.assets.as_deref());
-    FaceModels::load(&assets.face_dir())?
-        .analyse(&portrait)
-        .map_err(refuse)?;
+    if let Some(portrait) = &job.portrait {
+        let portrait = Portrait::open(portrait).map_err(refuse)?;
+        let assets = Assets::locate(global.assets.as_deref());
+        FaceModels::load(&assets.face_dir())?
+            .analyse(&portrait)
+            .map_err(refuse)?;
+    }
     let hash = job
         .content_hash()
         .map_err(Error::io(job.script.parent().unwrap_or(Path::new("."))))?;
@@ -667,8 +669,18 @@ impl Observer for Printer {
                 };
                 format!("job {id}: attempt {attempt}/{max_attempts} → {output}{taken}")
             }
-            WorkerEvent::Succeeded { id, output, report } => format!(
-                "job {id}: wrote {output} in {:.1} s ({:.1}x real time), {} of {} chunks reused",
+            WorkerEvent::Succeeded {
+                id,
+                output,
+                files,
+                report,
+            } => format!(
+                "job {id}: wrote {output}{} in {:.1} s ({:.1}x real time), {} of {} chunks reused",
+                files
+                    .iter()
+                    .skip(1)
+                    .map(|f| format!(" and {}", f.path.display()))
+                    .collect::<String>(),
                 report.wall_seconds,
                 report.audio_seconds / report.wall_seconds.max(1e-9),
                 report.chunks_reused,

@@ -5,20 +5,16 @@ use std::sync::atomic::AtomicBool;
 
 use talker::assets::Assets;
 use talker::cache::CacheLocation;
-use talker::media::loudness::Standard;
-use talker::media::{AudioFormat, SubtitleFormat};
 use talker::pipeline;
 use talker::progress::{Event, Progress};
 use talker::report::RenderReport;
-use talker::settings::{ExtraOptions, Loudness, OutputKind, RenderOptions, RenderSettings};
+use talker::settings::{RenderOptions, RenderSettings};
 use talker::speech::SpeechService;
 use talker::tts::batch::BatchLimits;
 use talker::tts::select::SpeechSetup;
 use talker::{Error, Result};
 
-use super::args::{
-    BenchArgs, ConvertArgs, FormatArg, LoudnessArg, PreviewArgs, RenderArgs, SubtitlesArg,
-};
+use super::args::{BenchArgs, ConvertArgs, PreviewArgs, RenderArgs};
 use super::common::{
     BackendArg, Global, PrecisionArg, SpeechArgs, cache_dir, precision_ignored, speech_setup,
 };
@@ -69,29 +65,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         },
         settings: args.settings.clone(),
         threads,
-        noise: !args.deterministic,
         speech: speech_setup(&args.speech, global, threads, 1, cpu_limits)?,
-        extra: ExtraOptions {
-            format: args.format.map(|f| match f {
-                FormatArg::Mp4 => OutputKind::Mp4,
-                FormatArg::M4b => OutputKind::Audio(AudioFormat::M4b),
-                FormatArg::M4a => OutputKind::Audio(AudioFormat::M4a),
-                FormatArg::Wav => OutputKind::Audio(AudioFormat::Wav),
-                FormatArg::Mp3 => OutputKind::Audio(AudioFormat::Mp3),
-            }),
-            subtitles: args.subtitles.map(|s| match s {
-                SubtitlesArg::Srt => SubtitleFormat::Srt,
-                SubtitlesArg::Vtt => SubtitleFormat::Vtt,
-            }),
-            lexicons: args.lexicon.clone(),
-            book: args.book.clone(),
-            loudness: args.loudness.map(|l| match l {
-                LoudnessArg::Off => Loudness::Off,
-                LoudnessArg::Acx => Loudness::To(Standard::Acx),
-                LoudnessArg::Podcast => Loudness::To(Standard::Podcast),
-                LoudnessArg::Broadcast => Loudness::To(Standard::Broadcast),
-            }),
-        },
     })
 }
 
@@ -152,15 +126,9 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         script: args.script.clone(),
         portrait: Some(args.portrait.clone()),
         output: None,
-        format: None,
-        subtitles: None,
-        loudness: None,
-        lexicon: Vec::new(),
-        book: talker::book::BookOptions::default(),
         settings: RenderSettings::default(),
         threads: args.threads,
         batch_budget: 0,
-        deterministic: false,
         no_cache: false,
         speech: args.speech.clone(),
     };
@@ -186,11 +154,6 @@ pub fn run_preview(
         script: args.script.clone(),
         portrait: Some(args.portrait.clone()),
         output: Some(args.output.clone()),
-        format: None,
-        subtitles: None,
-        loudness: None,
-        lexicon: Vec::new(),
-        book: talker::book::BookOptions::default(),
         settings: RenderSettings {
             voice: args.voice.clone(),
             look: args.look.clone(),
@@ -198,7 +161,6 @@ pub fn run_preview(
         },
         threads: None,
         batch_budget: 0,
-        deterministic: false,
         no_cache: false,
         speech: SpeechArgs {
             backend: Some(BackendArg::Cpu),

@@ -222,13 +222,20 @@ pub fn vtt_text(cues: &[Cue]) -> Result<String, MediaError> {
 }
 
 /// Sidecar subtitle formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
 pub enum SubtitleFormat {
+    /// SubRip (.srt).
     Srt,
+    /// WebVTT (.vtt).
     Vtt,
 }
 
 impl SubtitleFormat {
+    /// The names flags and specs take, in declaration order.
+    pub const NAMES: &[&str] = &["srt", "vtt"];
+
     pub fn extension(self) -> &'static str {
         match self {
             SubtitleFormat::Srt => "srt",

@@ -69,7 +69,7 @@ pub(super) fn render_audio(
         cancel,
     };
 
-    let standard = Loudness::resolve(opts.extra.loudness, OutputKind::Audio(format));
+    let standard = Loudness::resolve(opts.settings.loudness, OutputKind::Audio(format));
     let mut measured = speaker.measure(standard.is_some())?;
     let levelling = match (standard, &measured.meter) {
         (Some(s), Some(m)) => Some(Levelling::plan(
@@ -311,7 +311,7 @@ impl Speaker<'_> {
         }
         let bytes = writer.finish()?;
         let subtitles = opts
-            .extra
+            .settings
             .subtitles
             .map(|f| media::write_sidecar(&opts.output, measured.timeline.cues(), f))
             .transpose()?;

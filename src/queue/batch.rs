@@ -1,6 +1,7 @@
 //! `talker batch DIR`: a folder of job specs rendered to completion by this process. A spec
-//! whose current content a job already rendered, with the output still in place, is up to date
-//! and skipped; the others are enqueued, and one worker drains exactly those jobs.
+//! whose current content a job already rendered, with every file it published still in place and
+//! unchanged (size and sha256), is up to date and skipped; the others are enqueued, and one
+//! worker drains exactly those jobs.
 //!
 //! The binary supplies what is its own: how a spec file becomes a job (it checks the portrait's
 //! face with the models it located), how a refused spec is reported, and what is printed.
@@ -11,6 +12,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::speech::SpeechService;
 
+use super::publish::OutputFile;
 use super::worker::{self, Observer, WorkerOptions};
 use super::{Enqueued, Job, JobRow, Queue, QueueError};
 
@@ -28,7 +30,7 @@ pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// What became of one spec file.
 #[derive(Debug, Clone)]
 pub enum Admission {
-    /// A job rendered this content and its output exists.
+    /// A job rendered this content and every file it published is still as it was.
     UpToDate { id: i64 },
     /// Queued now, or found already queued or running with the same content.
     Enqueued(Enqueued),
@@ -73,8 +75,8 @@ pub fn admit<A: Admit>(
                 continue;
             }
         };
-        if let Some((id, output)) = queue.last_success(&hash)?
-            && Path::new(&output).is_file()
+        if let Some((id, output, files)) = queue.last_success(&hash)?
+            && published_intact(&output, &files)
         {
             admit.admitted(path, &Admission::UpToDate { id });
             out.up_to_date += 1;
@@ -92,6 +94,15 @@ pub fn admit<A: Admit>(
         }
     }
     Ok(out)
+}
+
+/// Whether a successful job's files are still what it published; a job that succeeded before
+/// files were recorded has only its output to look for.
+fn published_intact(output: &str, files: &[OutputFile]) -> bool {
+    if files.is_empty() {
+        return Path::new(output).is_file();
+    }
+    files.iter().all(OutputFile::is_intact)
 }
 
 /// Runs a worker over the admitted jobs only, until none of them is left (or `shutdown`), and

@@ -17,6 +17,7 @@
 pub mod batch;
 pub mod metrics;
 mod postgres;
+pub mod publish;
 pub mod spec;
 mod sqlite;
 mod store;

@@ -2,15 +2,17 @@
 //!
 //! Input: the spec file (format in the README, "Jobs and workers") and the output root.
 //! Output: a [`Job`] with absolute input paths, an output path relative to a canonical root, and a
-//! sha256 content hash over the job, the bytes of the script (or book), the portrait and the
-//! lexicon file the script names, and the talker version.
+//! sha256 content hash over the job, the bytes of the script (or book), the portrait, the
+//! lexicon file the script names and the job's own lexicons, and the talker version.
 //! Invariants: unknown fields are refused with a "did you mean" hint and every error names the
 //! file and the field; `script` and `portrait` are relative to the spec file; `output` is relative
 //! to the output root and confined to it (`..`, absolute paths and symlinks that lead outside are
 //! refused, by `guard::confine`), checked again by the worker before it writes, because a shared
 //! queue's rows are only as trustworthy as everyone who can write to the database. The render
-//! settings (voice, size, fps, framing, still, seed, crf, preset) are `settings::RenderSettings`,
-//! the same type as the `render` flags; a spec adds its paths and `priority`.
+//! settings (every `render` option that changes the output) are `settings::RenderSettings`, the
+//! same type as the `render` flags; a spec adds its paths and `priority`. `portrait` is required
+//! for a video and refused for audio only, which shows no face; `lexicon` paths are relative to
+//! the spec file, like `script`.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -23,7 +25,9 @@ use crate::assets::Assets;
 use crate::cache::CacheLocation;
 use crate::guard::{canonical_root, confine, relative_output};
 use crate::script::{did_you_mean, kind, read_input};
-use crate::settings::{Fail, RenderOptions, RenderSettings, fail, integer, string};
+use crate::settings::{
+    Background, Fail, OutputKind, RenderOptions, RenderSettings, fail, integer, string,
+};
 use crate::tts::select::SpeechSetup;
 
 /// Specs are a few hundred bytes; anything this large is not one.
@@ -65,7 +69,8 @@ impl std::error::Error for SpecError {}
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
     pub script: PathBuf,
-    pub portrait: PathBuf,
+    /// `None` for audio-only outputs.
+    pub portrait: Option<PathBuf>,
     pub output: PathBuf,
     pub settings: RenderSettings,
     pub priority: i32,
@@ -76,12 +81,13 @@ pub struct JobSpec {
 #[serde(try_from = "StoredJob")]
 pub struct Job {
     pub script: PathBuf,
-    pub portrait: PathBuf,
+    /// `None` for audio-only outputs (stored as `null`).
+    pub portrait: Option<PathBuf>,
     /// The canonical output root the output was confined to at enqueue time.
     pub out_root: PathBuf,
     /// Relative to `out_root`, normal components only.
     pub output: PathBuf,
-    /// Serialised flat (voice, size, fps, framing, still, seed, crf, preset), as specs have them.
+    /// Serialised flat, as specs have them; lexicon paths absolute.
     #[serde(flatten)]
     pub settings: RenderSettings,
     /// Not part of the content hash: it changes the order, not the video.
@@ -94,7 +100,7 @@ pub struct Job {
 #[derive(Deserialize)]
 struct StoredJob {
     script: PathBuf,
-    portrait: PathBuf,
+    portrait: Option<PathBuf>,
     out_root: PathBuf,
     output: PathBuf,
     #[serde(flatten)]
@@ -137,6 +143,16 @@ pub struct RenderEnv {
 }
 
 impl JobSpec {
+    /// Every field a spec may have: its paths, the render settings and `priority`.
+    pub fn fields() -> Vec<&'static str> {
+        PATH_FIELDS
+            .iter()
+            .chain(RenderSettings::SPEC_FIELDS)
+            .chain([&PRIORITY])
+            .copied()
+            .collect()
+    }
+
     /// Reads and validates a spec file.
     pub fn load(path: &Path) -> Result<JobSpec, SpecError> {
         let err = |message: String| SpecError {
@@ -177,12 +193,7 @@ fn parse_value(v: &Value) -> Result<JobSpec, Fail> {
     let Some(obj) = v.as_object() else {
         return fail("", format!("must be a JSON object, found {}", kind(v)));
     };
-    let fields: Vec<&str> = PATH_FIELDS
-        .iter()
-        .chain(RenderSettings::SPEC_FIELDS)
-        .chain([&PRIORITY])
-        .copied()
-        .collect();
+    let fields = JobSpec::fields();
     for key in obj.keys() {
         if !fields.contains(&key.as_str()) {
             let hint = did_you_mean(key, &fields)
@@ -196,18 +207,41 @@ fn parse_value(v: &Value) -> Result<JobSpec, Fail> {
         "script",
         "the script .json, relative to this spec file",
     )?;
-    let portrait = path_field(
-        obj,
-        "portrait",
-        "the portrait image, relative to this spec file",
-    )?;
+    let portrait = obj
+        .contains_key("portrait")
+        .then(|| path_field(obj, "portrait", "the portrait image"))
+        .transpose()?;
     let output = path_field(
         obj,
         "output",
-        "the MP4 to write, relative to the output root",
+        "the file to write (.mp4, .m4b, .m4a, .wav or .mp3), relative to the output root",
     )?;
     relative_output(&output).map_err(|m| ("output".to_owned(), m))?;
     let settings = RenderSettings::from_spec(obj)?;
+    match (settings.output_kind(&output), &portrait) {
+        (OutputKind::Mp4, None) => {
+            return fail(
+                "portrait",
+                format!(
+                    "is missing; the output {} is a video, which needs a face: give the portrait image (PNG or JPEG, relative to this spec file), or write audio only (an .m4b, .m4a, .wav or .mp3 output)",
+                    output.display()
+                ),
+            );
+        }
+        (OutputKind::Audio(_), Some(_)) => {
+            return fail(
+                "portrait",
+                format!(
+                    "is not used: the output {} is audio only and shows no face; leave \"portrait\" out, or write an .mp4",
+                    output.display()
+                ),
+            );
+        }
+        _ => {}
+    }
+    settings
+        .check_output(&output)
+        .map_err(|m| ("loudness".to_owned(), m))?;
     let priority = obj
         .get(PRIORITY)
         .map(|v| integer(v, PRIORITY, -1000..=1000, "higher runs first").map(|n| n as i32))
@@ -259,9 +293,31 @@ impl Job {
             Ok(real)
         };
         let script = input("script", &spec.script)?;
-        let portrait = input("portrait", &spec.portrait)?;
-        // A book (EPUB, Markdown, text) is read as `render` reads it, detected the same way.
-        crate::book::load_script(&script, &crate::book::BookOptions::default())
+        let portrait = spec
+            .portrait
+            .as_ref()
+            .map(|p| input("portrait", p))
+            .transpose()?;
+        let mut settings = spec.settings;
+        let count = settings.lexicon.len();
+        let mut lexicons = Vec::with_capacity(count);
+        for (i, given) in settings.lexicon.iter().enumerate() {
+            let at = if count == 1 {
+                "lexicon".to_owned()
+            } else {
+                format!("lexicon[{i}]")
+            };
+            let path = input(&at, given)?;
+            crate::lexicon::Lexicon::load(&path).map_err(|e| err(&at, e.to_string()))?;
+            lexicons.push(path);
+        }
+        settings.lexicon = lexicons;
+        if let Background::Image(given) = &settings.look.background {
+            settings.look.background = Background::Image(input("background", given)?);
+        }
+        // A book (EPUB, Markdown, text) is read as `render` reads it, detected the same way,
+        // with the job's book options.
+        crate::book::load_script(&script, &settings.book)
             .map_err(|e| err("script", e.to_string()))?;
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
@@ -275,12 +331,15 @@ impl Job {
                 .components()
                 .filter(|c| matches!(c, Component::Normal(_)))
                 .collect(),
-            settings: spec.settings,
+            settings,
             priority: spec.priority,
         };
         let lexicon = job.script_lexicon();
-        crate::guard::check_output_file(&confined, &job.inputs(lexicon.as_deref()))
-            .map_err(|e| err("output", e.to_string()))?;
+        let inputs = job.inputs(lexicon.as_deref());
+        for file in job.output_files(&confined) {
+            crate::guard::check_output_file(&file, &inputs)
+                .map_err(|e| err("output", e.to_string()))?;
+        }
         Ok(job)
     }
 
@@ -291,17 +350,38 @@ impl Job {
 
     /// What the job's output must never be, named for messages.
     pub fn inputs<'a>(&'a self, lexicon: Option<&'a Path>) -> Vec<(&'static str, &'a Path)> {
-        let mut inputs = vec![
-            ("script", self.script.as_path()),
-            ("portrait", self.portrait.as_path()),
-        ];
+        let mut inputs = vec![("script", self.script.as_path())];
+        inputs.extend(self.portrait.as_deref().map(|p| ("portrait", p)));
         inputs.extend(lexicon.map(|l| ("lexicon the script names", l)));
+        inputs.extend(
+            self.settings
+                .lexicon
+                .iter()
+                .map(|l| ("lexicon", l.as_path())),
+        );
+        inputs.extend(self.background_image().map(|b| ("background image", b)));
         inputs
     }
 
-    /// sha256 over everything that changes the video: the job (less its priority), the bytes of
-    /// the script (or book), the portrait and the lexicon file the script names, and the talker
-    /// version. Equal hashes mean equal renders.
+    /// The `--background` image, when the job names one.
+    fn background_image(&self) -> Option<&Path> {
+        match &self.settings.look.background {
+            Background::Image(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Every file the job writes for `output`, in the order they are published: the output, then
+    /// its subtitle sidecar when asked for.
+    pub fn output_files(&self, output: &Path) -> Vec<PathBuf> {
+        std::iter::once(output.to_path_buf())
+            .chain(self.settings.sidecar(output))
+            .collect()
+    }
+
+    /// sha256 over everything that changes the output: the job (less its priority), the bytes of
+    /// the script (or book), the portrait, the lexicon file the script names and the job's own
+    /// lexicons, and the talker version. Equal hashes mean equal renders.
     pub fn content_hash(&self) -> std::io::Result<String> {
         let mut h = Sha256::new();
         let mut field = |name: &str, bytes: &[u8]| {
@@ -319,23 +399,17 @@ impl Job {
         // lexicon file a script names changes the speech too; a script without one hashes as
         // before, so jobs already in a queue keep their hashes.
         let lexicon = self.script_lexicon();
-        let files = [("script", &self.script), ("portrait", &self.portrait)]
-            .into_iter()
-            .chain(lexicon.as_ref().map(|l| ("lexicon", l)));
+        let files = std::iter::once(("script", &self.script))
+            .chain(self.portrait.as_ref().map(|p| ("portrait", p)))
+            .chain(lexicon.as_ref().map(|l| ("lexicon", l)))
+            .chain(self.settings.lexicon.iter().map(|l| ("lexicon", l)));
         for (name, path) in files {
-            let file = std::fs::File::open(path)?;
-            let len = file.metadata()?.len();
-            h.update(name.as_bytes());
-            h.update(len.to_le_bytes());
-            let copied = std::io::copy(&mut std::io::Read::take(file, len), &mut h)?;
-            if copied != len {
-                return Err(std::io::Error::other(format!(
-                    "{} changed while it was read",
-                    path.display()
-                )));
-            }
+            stream_file(&mut h, name, path)?;
         }
-        Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+        if let Some(path) = self.background_image() {
+            stream_file(&mut h, "background", path)?;
+        }
+        Ok(hex(h))
     }
 
     /// The final output path (not re-checked; see [`Job::confined_output`]).
@@ -360,17 +434,44 @@ impl Job {
     pub fn render_options(&self, env: &RenderEnv, output: PathBuf) -> RenderOptions {
         RenderOptions {
             script: self.script.clone(),
-            portrait: self.portrait.clone(),
+            portrait: self.portrait.clone().unwrap_or_default(),
             output,
             assets: env.assets.clone(),
             cache: CacheLocation::Dir(env.cache.clone()),
             settings: self.settings.clone(),
             threads: env.threads.max(1),
-            noise: true,
             speech: env.speech.clone(),
-            extra: Default::default(),
         }
     }
+}
+
+/// Adds `name`, the file's length and its bytes to `h`, streamed (a portrait or a book may be
+/// large); a file that changes length while it is read is an error.
+fn stream_file(h: &mut Sha256, name: &str, path: &Path) -> std::io::Result<()> {
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    h.update(name.as_bytes());
+    h.update(len.to_le_bytes());
+    let copied = std::io::copy(&mut std::io::Read::take(file, len), h)?;
+    if copied != len {
+        return Err(std::io::Error::other(format!(
+            "{} changed while it was read",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn hex(h: Sha256) -> String {
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// sha256 of a file's bytes, as published outputs are recorded and checked.
+pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    let mut h = Sha256::new();
+    let mut file = std::fs::File::open(path)?;
+    std::io::copy(&mut file, &mut h)?;
+    Ok(hex(h))
 }
 
 #[cfg(test)]
@@ -428,6 +529,118 @@ mod tests {
         assert!(e.to_string().contains("sede"), "{e}");
         let missing = stored.replace(r#""crf":30,"#, "");
         assert!(serde_json::from_str::<Job>(&missing).is_err());
+    }
+
+    /// An audiobook job: no portrait, every book and audio option, one lexicon or several.
+    #[test]
+    fn audio_jobs_take_no_portrait_and_every_render_option() {
+        let s = JobSpec::parse(
+            r#"{"script": "b.epub", "output": "books/b.m4b", "subtitles": "srt",
+                "loudness": "podcast", "lexicon": "names.json", "matter": "body", "notes": "end",
+                "chapter_depth": 1, "deterministic": true}"#,
+        )
+        .unwrap();
+        assert_eq!(s.portrait, None);
+        assert_eq!(s.settings.lexicon, [PathBuf::from("names.json")]);
+        assert_eq!(s.settings.book.chapter_depth, 1);
+        assert_eq!(
+            s.settings.sidecar(Path::new("/o/b.m4b")),
+            Some(PathBuf::from("/o/b.srt"))
+        );
+        let s = JobSpec::parse(
+            r#"{"script": "b.md", "output": "b.mp4", "format": "wav", "lexicon": ["a.json", "b.json"]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.settings.lexicon.len(), 2);
+
+        let cases = [
+            (
+                r#"{"script": "b.md", "output": "talk.mp4"}"#,
+                "portrait",
+                "is missing; the output talk.mp4 is a video, which needs a face",
+            ),
+            (
+                r#"{"script": "b.md", "portrait": "p.png", "output": "b.m4b"}"#,
+                "portrait",
+                "audio only and shows no face",
+            ),
+            (
+                r#"{"script": "b.md", "portrait": "p.png", "output": "b.mp4", "loudness": "acx"}"#,
+                "loudness",
+                "is for audio-only outputs",
+            ),
+            (
+                r#"{"script": "b.md", "output": "b.wav", "subtitle": "srt"}"#,
+                "subtitle",
+                "did you mean \"subtitles\"",
+            ),
+            (r#"{"script": "b.md", "output": "b.ogg"}"#, "output", ".m4b"),
+        ];
+        for (text, at, needle) in cases {
+            let e = err(text);
+            assert_eq!(e.at, at, "{text}: {e}");
+            assert!(e.message.contains(needle), "{text}: {e}");
+        }
+    }
+
+    /// The specs in `jobs/` (the README's examples) are valid jobs.
+    #[test]
+    fn the_example_specs_resolve() {
+        let out = tempfile::tempdir().unwrap();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs");
+        let mut kinds = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let spec = JobSpec::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            let job = Job::resolve(&path, spec, out.path()).unwrap_or_else(|e| panic!("{e}"));
+            kinds.push(job.settings.output_kind(&job.output));
+        }
+        assert!(kinds.contains(&OutputKind::Mp4), "{kinds:?}");
+        assert!(kinds.iter().any(|k| *k != OutputKind::Mp4), "{kinds:?}");
+    }
+
+    /// Editing the book or one of the job's lexicons changes the job's content hash (so
+    /// `talker batch` renders it again); the same files give the same hash.
+    #[test]
+    fn the_hash_covers_the_book_and_its_lexicons() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("b.md"), "# One\n\nHello there.\n").unwrap();
+        std::fs::write(d.join("l.json"), r#"{"Hello": "hullo"}"#).unwrap();
+        let spec = JobSpec::parse(r#"{"script": "b.md", "output": "b.m4b", "lexicon": "l.json"}"#)
+            .unwrap();
+        let job = Job::resolve(&d.join("job.json"), spec, &d.join("out")).unwrap();
+        assert_eq!(
+            job.settings.lexicon,
+            [d.join("l.json").canonicalize().unwrap()]
+        );
+        let first = job.content_hash().unwrap();
+        assert_eq!(job.content_hash().unwrap(), first);
+        std::fs::write(d.join("l.json"), r#"{"Hello": "hallo"}"#).unwrap();
+        let lexicon_edited = job.content_hash().unwrap();
+        std::fs::write(d.join("b.md"), "# One\n\nHello here.\n").unwrap();
+        let book_edited = job.content_hash().unwrap();
+        assert!(first != lexicon_edited && lexicon_edited != book_edited);
+
+        // A lexicon that is not one is refused at enqueue, naming the field.
+        std::fs::write(d.join("l.json"), "[1]").unwrap();
+        let spec = JobSpec::parse(r#"{"script": "b.md", "output": "b.m4b", "lexicon": "l.json"}"#)
+            .unwrap();
+        let e = Job::resolve(&d.join("job.json"), spec, &d.join("out")).unwrap_err();
+        assert_eq!(e.at, "lexicon", "{e}");
+    }
+
+    #[test]
+    fn stored_audio_jobs_read_back() {
+        let stored = r#"{"script":"/in/b.epub","portrait":null,"out_root":"/out","output":"b.m4b","voice":null,"size":null,"fps":null,"framing":"full","still":false,"seed":0,"crf":20,"preset":"veryfast","subtitles":"srt","lexicon":["/in/l.json"],"chapter_depth":3,"priority":0}"#;
+        let job: Job = serde_json::from_str(stored).unwrap();
+        assert_eq!(job.portrait, None);
+        assert_eq!(job.settings.book.chapter_depth, 3);
+        assert_eq!(serde_json::to_string(&job).unwrap(), stored);
+        assert_eq!(
+            job.output_files(Path::new("/out/b.m4b")),
+            [PathBuf::from("/out/b.m4b"), PathBuf::from("/out/b.srt")]
+        );
     }
 
     #[test]

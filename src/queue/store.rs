@@ -16,6 +16,7 @@ use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::publish::OutputFile;
 use super::spec::Job;
 use super::{Queue, QueueError};
 
@@ -71,6 +72,9 @@ pub struct JobRow {
     pub max_attempts: i64,
     pub source: String,
     pub output: String,
+    /// Every file the successful attempt published (output, then subtitles), with its size and
+    /// sha256; empty before then.
+    pub files: Vec<OutputFile>,
     pub last_error: Option<String>,
     /// The render report of the successful attempt.
     pub result: Option<serde_json::Value>,
@@ -110,8 +114,20 @@ pub struct Counts {
 const JOB_COLUMNS: &str = "id, state, priority, attempts, max_attempts, source, output, last_error, \
      result, lease_owner, reclaims, created_at, run_at, started_at, finished_at";
 
+/// A result's report and the files it records (kept beside the report, in one column).
+fn split_result(result: Option<String>) -> (Option<serde_json::Value>, Vec<OutputFile>) {
+    let mut report: Option<serde_json::Value> = result.and_then(|s| serde_json::from_str(&s).ok());
+    let files = report
+        .as_mut()
+        .and_then(|v| v.as_object_mut())
+        .and_then(|o| o.remove("files"))
+        .and_then(|f| serde_json::from_value(f).ok())
+        .unwrap_or_default();
+    (report, files)
+}
+
 fn job_row(r: &AnyRow) -> Result<JobRow, sqlx::Error> {
-    let result: Option<String> = r.try_get("result")?;
+    let (result, files) = split_result(r.try_get("result")?);
     Ok(JobRow {
         id: r.try_get("id")?,
         state: r.try_get("state")?,
@@ -120,8 +136,9 @@ fn job_row(r: &AnyRow) -> Result<JobRow, sqlx::Error> {
         max_attempts: r.try_get("max_attempts")?,
         source: r.try_get("source")?,
         output: r.try_get("output")?,
+        files,
         last_error: r.try_get("last_error")?,
-        result: result.and_then(|s| serde_json::from_str(&s).ok()),
+        result,
         lease_owner: r.try_get("lease_owner")?,
         reclaims: r.try_get("reclaims")?,
         created_at: r.try_get("created_at")?,
@@ -311,18 +328,24 @@ impl Queue {
         })
     }
 
-    /// The newest successful job that rendered this content, and its output path, if any.
-    pub fn last_success(&self, content_hash: &str) -> Result<Option<(i64, String)>, QueueError> {
-        self.rt
+    /// The newest successful job that rendered this content: its id, output path and the files
+    /// it published (empty for jobs that succeeded before files were recorded).
+    pub fn last_success(
+        &self,
+        content_hash: &str,
+    ) -> Result<Option<(i64, String, Vec<OutputFile>)>, QueueError> {
+        let row: Option<(i64, String, Option<String>)> = self
+            .rt
             .block_on(
                 sqlx::query_as(
-                    "SELECT id, output FROM jobs WHERE rendered_hash = $1 AND state = 'succeeded'
+                    "SELECT id, output, result FROM jobs WHERE rendered_hash = $1 AND state = 'succeeded'
                      ORDER BY id DESC LIMIT 1",
                 )
                 .bind(content_hash)
                 .fetch_optional(&self.pool),
             )
-            .map_err(self.db_err())
+            .map_err(self.db_err())?;
+        Ok(row.map(|(id, output, result)| (id, output, split_result(result).1)))
     }
 
     /// Takes back expired leases, then claims the best due job (limited to `only` when given).

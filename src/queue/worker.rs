@@ -7,9 +7,10 @@
 //! - at most `concurrency` renders at once, one thread each, `threads_per_render` threads inside;
 //! - each render has a heartbeat thread; a lost lease (reclaimed or `talker cancel`) stops the
 //!   render at once through its cancel flag;
-//! - the render writes a private temp file beside the output; the lease is checked (and extended)
-//!   after the render and before that file is renamed onto the output, so only a lease holder
-//!   publishes, and the output appears atomically;
+//! - the render writes into a private stage folder beside the output; the lease is checked (and
+//!   extended) after the render and before its files are renamed into place, so only a lease
+//!   holder publishes, and the output with its sidecar appears as one set (see `publish.rs`: a
+//!   set a crash left half-published is finished first by the job's next attempt);
 //! - on shutdown no new job is claimed; running renders get `grace` to finish, then are stopped
 //!   and released (queued again, the attempt not counted). Finished chunks stay in the cache, so
 //!   whoever takes the job next resumes from them.
@@ -31,6 +32,7 @@ use crate::report::RenderReport;
 use crate::speech::SpeechService;
 
 use super::metrics::{self, Metrics, Tally};
+use super::publish::{self, Manifest, OutputFile};
 use super::spec::RenderEnv;
 use super::{Claim, FailOutcome, Queue};
 
@@ -98,6 +100,8 @@ pub enum WorkerEvent {
     Succeeded {
         id: i64,
         output: String,
+        /// Every file published: the output, then its subtitle sidecar.
+        files: Vec<OutputFile>,
         report: Box<RenderReport>,
     },
     Retrying {
@@ -335,11 +339,19 @@ impl Progress for JobProgress<'_> {
     }
 }
 
+/// What one attempt rendered and where it goes: its stage folder, the staged files and their
+/// destinations (pairwise, in publishing order).
+struct Staged {
+    stage: PathBuf,
+    files: Vec<PathBuf>,
+    outputs: Vec<PathBuf>,
+}
+
 /// How one attempt ended, before it is recorded.
 enum Ended {
-    /// The report, this attempt's temp file, the output it becomes, and the content hash of
-    /// what was rendered (`None` when the inputs changed during the render).
-    Rendered(Box<RenderReport>, PathBuf, PathBuf, Option<String>),
+    /// The report, the staged files, and the content hash of what was rendered (`None` when
+    /// the inputs changed during the render).
+    Rendered(Box<RenderReport>, Staged, Option<String>),
     Failed(String),
     /// Failed on bad input (a script, portrait or output that cannot work until someone fixes
     /// it): marked failed at once instead of retried; `talker retry` queues it again.
@@ -428,7 +440,7 @@ fn keep_lease(ctx: &Ctx, id: i64, token: &str, stop: &AtomicBool, finished: &Ato
     }
 }
 
-/// Renders to a temp file beside the output; on success the caller publishes it.
+/// Renders into a stage folder beside the output; on success the caller publishes its files.
 fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &AtomicBool) -> Ended {
     let confined = || job.confined_output(&ctx.opts.out_root);
     let output = match confined() {
@@ -445,18 +457,36 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         Err(m) => return Ended::Refused(m),
     };
     let lexicon = job.script_lexicon();
+    let sidecar = job.settings.sidecar(&output);
     let checked = crate::guard::check_render_outputs(
         &output,
-        None,
+        sidecar.as_deref(),
         &job.inputs(lexicon.as_deref()),
         Some(ctx.opts.env.cache.as_path()),
     );
     if let Err(e) = checked {
         return Ended::Refused(error_chain(&e));
     }
+    let outputs = job.output_files(&output);
+    match publish::roll_forward(&outputs) {
+        Ok(true) => ctx.observer.event(WorkerEvent::Warning {
+            id: Some(id),
+            message: "an earlier attempt stopped while publishing its files; its set is now complete, and the job renders again".into(),
+        }),
+        Ok(false) => {}
+        Err(e) => {
+            return Ended::Refused(format!(
+                "cannot finish publishing an earlier attempt's files: {e}"
+            ));
+        }
+    }
     remove_stale_temps(&output, id, token);
-    let temp = temp_path(&output, id, token);
-    let opts = job.render_options(&ctx.opts.env, temp.clone());
+    let stage = publish::stage_dir(&output, id, token);
+    if let Err(e) = std::fs::create_dir_all(&stage) {
+        return Ended::Failed(format!("cannot create {}: {e}", stage.display()));
+    }
+    let staged = stage.join(output.file_name().unwrap_or_default());
+    let opts = job.render_options(&ctx.opts.env, staged.clone());
     let progress = JobProgress {
         id,
         observer: ctx.observer,
@@ -473,11 +503,24 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
                     message: "its inputs changed while it was rendered; talker batch will render it again".into(),
                 });
             }
-            Ended::Rendered(Box::new(report), temp, output, rendered)
+            let files = job.output_files(&staged);
+            Ended::Rendered(
+                Box::new(report),
+                Staged {
+                    stage,
+                    files,
+                    outputs,
+                },
+                rendered,
+            )
         }
-        Err(Error::Cancelled) => Ended::Stopped,
+        Err(Error::Cancelled) => {
+            // Finished chunks are in the cache; the stage holds nothing the next attempt needs.
+            let _ = std::fs::remove_dir_all(&stage);
+            Ended::Stopped
+        }
         Err(e) => {
-            let _ = std::fs::remove_file(&temp);
+            let _ = std::fs::remove_dir_all(&stage);
             if e.exit_code() == 2 {
                 Ended::Refused(error_chain(&e))
             } else {
@@ -492,27 +535,15 @@ fn error_chain(e: &Error) -> String {
     e.chain().join(": ")
 }
 
-/// `.NAME.job<ID>-<TOKEN>.mp4` beside the output: this attempt's own file.
-fn temp_path(output: &Path, id: i64, token: &str) -> PathBuf {
-    output.with_file_name(format!(".{}.mp4", temp_tag(output, id, token)))
-}
-
-/// `NAME.job<ID>-<first 16 of TOKEN>`, or without the token: the part every attempt shares.
-fn temp_tag(output: &Path, id: i64, token: &str) -> String {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    format!("{name}.job{id}-{}", &token[..16.min(token.len())])
-}
-
-/// Removes what killed attempts at this job left beside the output (their temp files and the
-/// renderer's `.partial` files of those), so a crash leaves no litter once the job is redone.
+/// Removes what killed attempts at this job left beside the output (their stage folders, and
+/// the temp files and renderer's `.partial` files of older versions), so a crash leaves no
+/// litter once the job is redone. Runs after [`publish::roll_forward`], which needs them.
 fn remove_stale_temps(output: &Path, id: i64, token: &str) {
     let Some(dir) = output.parent() else {
         return;
     };
-    let (any_attempt, ours) = (temp_tag(output, id, ""), temp_tag(output, id, token));
+    let any_attempt = publish::temp_tag(output, id, "");
+    let ours = publish::temp_tag(output, id, token);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -520,7 +551,12 @@ fn remove_stale_temps(output: &Path, id: i64, token: &str) {
         let file = entry.file_name().to_string_lossy().into_owned();
         let bare = file.trim_start_matches('.');
         if file.starts_with('.') && bare.starts_with(&any_attempt) && !bare.starts_with(&ours) {
-            let _ = std::fs::remove_file(entry.path());
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(path);
+            } else {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }
@@ -535,8 +571,8 @@ fn record(ctx: &Ctx, id: i64, token: &str, attempt: u32, max_attempts: u32, ende
         max_attempts,
     };
     match ended {
-        Ended::Rendered(report, temp, output, rendered_hash) => {
-            end.publish(*report, &temp, &output, rendered_hash.as_deref())
+        Ended::Rendered(report, staged, rendered_hash) => {
+            end.publish(*report, &staged, rendered_hash.as_deref())
         }
         Ended::Stopped => end.release(),
         Ended::Failed(error) => end.fail(error, false),
@@ -570,48 +606,58 @@ impl AttemptEnd<'_> {
     }
 
     /// The finished render becomes the output only while the lease is still ours, confirmed by
-    /// a heartbeat just before the rename; a render that cannot be moved into place fails the
-    /// attempt (it is retried from the cache).
-    fn publish(
-        &self,
-        report: RenderReport,
-        temp: &Path,
-        output: &Path,
-        rendered_hash: Option<&str>,
-    ) {
+    /// a heartbeat just before the renames; its files are published as one set (manifest,
+    /// then renames in order), and a set that cannot be moved into place fails the attempt (it
+    /// is retried from the cache, and the retry finishes any set left half-published).
+    fn publish(&self, report: RenderReport, staged: &Staged, rendered_hash: Option<&str>) {
         let queue = self.ctx.queue;
         if let Err(e) = queue.mark_rendered(self.token) {
             self.warn(format!("cannot record the finished render: {e}"));
         }
+        let discard = || {
+            let _ = std::fs::remove_dir_all(&staged.stage);
+        };
         match queue.heartbeat(self.id, self.token, self.ctx.opts.lease_ttl) {
             Ok(true) => {}
             Ok(false) => {
-                let _ = std::fs::remove_file(temp);
+                discard();
                 return self.lease_lost();
             }
             Err(e) => {
-                let _ = std::fs::remove_file(temp);
+                discard();
                 return self.warn(format!(
                     "cannot confirm the lease, so the output is not published (the job is redone from the cache once the lease expires): {e}"
                 ));
             }
         }
-        if let Err(e) = std::fs::rename(temp, output) {
-            let _ = std::fs::remove_file(temp);
+        let output = &staged.outputs[0];
+        let manifest = match Manifest::new(&staged.stage, &staged.files, &staged.outputs) {
+            Ok(m) => m,
+            Err(e) => {
+                discard();
+                return self.fail(format!("cannot read the finished render: {e}"), false);
+            }
+        };
+        let path = publish::manifest_path(output);
+        if let Err(e) = manifest.write(&path).and_then(|()| manifest.apply(&path)) {
             return self.fail(
                 format!("cannot move the render onto {}: {e}", output.display()),
                 false,
             );
         }
         let mut report = report;
-        report.output = output.to_path_buf();
-        let json = serde_json::to_string(&report).expect("a render report serialises");
-        match queue.complete(self.id, self.token, &json, rendered_hash) {
+        report.output = output.clone();
+        report.subtitles = staged.outputs.get(1).cloned();
+        let files = manifest.files();
+        let mut json = serde_json::to_value(&report).expect("a render report serialises");
+        json["files"] = serde_json::to_value(&files).expect("output files serialise");
+        match queue.complete(self.id, self.token, &json.to_string(), rendered_hash) {
             Ok(true) => {
                 self.ctx.metrics.record_render(&report);
                 self.ctx.observer.event(WorkerEvent::Succeeded {
                     id: self.id,
                     output: output.display().to_string(),
+                    files,
                     report: Box::new(report),
                 });
             }
@@ -701,25 +747,28 @@ mod tests {
     fn stale_temps_of_other_attempts_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("ep1.mp4");
-        let temp = temp_path(&out, 7, "0123456789abcdef0123");
+        let stage = publish::stage_dir(&out, 7, "0123456789abcdef0123");
         assert_eq!(
-            temp.file_name().unwrap(),
-            ".ep1.mp4.job7-0123456789abcdef.mp4"
+            stage.file_name().unwrap(),
+            ".ep1.mp4.job7-0123456789abcdef.d"
         );
 
-        let stale = temp_path(&out, 7, "ffffffffffffffff");
+        let stale_stage = publish::stage_dir(&out, 7, "ffffffffffffffff");
+        let stale_temp = dir.path().join(".ep1.mp4.job7-ffffffffffffffff.mp4");
         let stale_partial = dir
             .path()
             .join("..ep1.mp4.job7-ffffffffffffffff.mp4.partial-1-0");
-        let ours_partial = dir
-            .path()
-            .join("..ep1.mp4.job7-0123456789abcdef.mp4.partial-1-0");
-        let other_job = temp_path(&out, 8, "ffffffffffffffff");
-        for f in [&stale, &stale_partial, &ours_partial, &other_job, &temp] {
+        let other_job = publish::stage_dir(&out, 8, "ffffffffffffffff");
+        let manifest = publish::manifest_path(&out);
+        for d in [&stage, &stale_stage, &other_job] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("ep1.mp4"), b"x").unwrap();
+        }
+        for f in [&stale_temp, &stale_partial, &manifest] {
             std::fs::write(f, b"x").unwrap();
         }
         remove_stale_temps(&out, 7, "0123456789abcdef0123");
-        assert!(!stale.exists() && !stale_partial.exists());
-        assert!(temp.exists() && ours_partial.exists() && other_job.exists());
+        assert!(!stale_stage.exists() && !stale_temp.exists() && !stale_partial.exists());
+        assert!(stage.exists() && other_job.exists() && manifest.exists());
     }
 }
