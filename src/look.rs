@@ -210,6 +210,47 @@ mod tests {
     }
 
     #[test]
+    fn far_shapes_fit_and_the_box_keeps_the_portraits_shape() {
+        assert_eq!(default_layout((512, 512), (1280, 720)), Layout::Fit);
+        assert_eq!(default_layout((512, 512), (600, 560)), Layout::Fill);
+        assert_eq!(default_layout((600, 800), (1920, 1080)), Layout::Fit);
+        assert_eq!(inner_box((512, 512), 1280, 720), (720, 720));
+        assert_eq!(inner_box((600, 800), 1920, 1080), (810, 1080));
+        assert_eq!(inner_box((2000, 800), 1280, 720), (1280, 512));
+    }
+
+    #[test]
+    fn a_fit_portrait_sits_in_the_middle_on_its_background() {
+        let mut img = RgbImage::from_pixel(100, 100, Rgb([200, 200, 200]));
+        img.put_pixel(50, 50, Rgb([255, 0, 0]));
+        let mut lm = [[50.0f32, 50.0]; 68];
+        lm[0] = [10.0, 20.0];
+        let background = Backdrop::Color([1, 2, 3]);
+        let opts = LookOptions {
+            framing: Framing::Full,
+            layout: Layout::Fit,
+            background: &background,
+            size: (400, 200),
+            still: true,
+            seed: 0,
+        };
+        let (out, moved) = frame_portrait(&img, &lm, &opts).unwrap();
+        assert_eq!(out.dimensions(), (400, 200));
+        assert_eq!(out.get_pixel(5, 100).0, [1, 2, 3]);
+        assert_eq!(out.get_pixel(395, 100).0, [1, 2, 3]);
+        // 200x200 in the middle: 100..300, scaled 2x.
+        assert!(
+            (moved[0][0] - 120.5).abs() < 0.6 && (moved[0][1] - 40.5).abs() < 0.6,
+            "{:?}",
+            moved[0]
+        );
+        let centre = out
+            .get_pixel(moved[1][0].round() as u32, moved[1][1].round() as u32)
+            .0;
+        assert!(centre[0] > 220 && centre[1] < 120, "{centre:?}");
+    }
+
+    #[test]
     fn cover_keeps_landmarks_on_the_same_pixels() {
         let mut img = RgbImage::new(200, 100);
         img.put_pixel(150, 50, image::Rgb([255, 0, 0]));

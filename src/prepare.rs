@@ -21,7 +21,7 @@ use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
 use crate::render::RenderError;
 use crate::script::Script;
-use crate::settings::{Background, Framing, OutputKind, RenderOptions};
+use crate::settings::{Background, Framing, Layout, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
 use crate::text;
 use crate::tts::voice::VoiceFiles;
@@ -199,6 +199,8 @@ pub fn prepare(
             "point --cache (or $TALKER_CACHE) at a directory named",
         )?;
     }
+    // A bad background image is refused before the voice loads.
+    let background = backdrop(&opts.settings.look.background)?;
     let (script, engine) = load_inputs(opts, service, progress, clock, cancel)?;
     let t = Instant::now();
     progress.event(Event::Start {
@@ -240,7 +242,6 @@ pub fn prepare(
         .layout
         .or(script.layout)
         .unwrap_or_else(|| look::default_layout(portrait.image.dimensions(), size));
-    let background = backdrop(&settings.look.background)?;
     let look_opts = LookOptions {
         framing: settings.look.framing,
         layout,
@@ -337,6 +338,16 @@ fn blame_the_size(
     {
         fixes.push(format!(
             "a --size (or script \"size\") closer to the portrait's shape, such as {sw}x{sh}"
+        ));
+    }
+    if asked.layout == Layout::Fill
+        && works(&LookOptions {
+            layout: Layout::Fit,
+            ..*asked
+        })
+    {
+        fixes.push(format!(
+            "--layout fit, which shows the whole portrait inside the {w}x{h} frame on a background"
         ));
     }
     let head = LookOptions {

@@ -152,7 +152,10 @@ pub struct LookSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
     /// Around a fit portrait: blur (the portrait itself, blurred and darkened), a colour #RRGGBB, or a PNG/JPEG image scaled to cover the frame.
-    #[cfg_attr(feature = "cli", arg(long, value_name = "blur|#RRGGBB|IMAGE", default_value = "blur"))]
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "blur|#RRGGBB|IMAGE", default_value = "blur")
+    )]
     #[serde(default, skip_serializing_if = "Background::is_blur")]
     pub background: Background,
     /// No idle head motion (blinks stay).
@@ -723,6 +726,18 @@ mod tests {
                 chapters: Some("2-3,5".parse().unwrap()),
             },
             deterministic: true,
+        }
+    }
+
+    #[test]
+    fn backgrounds_parse_and_print_back() {
+        for text in ["blur", "#1e2a3c", "slides/bg.png"] {
+            let b: Background = text.parse().unwrap();
+            assert_eq!(String::from(b), text);
+        }
+        assert_eq!("#FFFFFF".parse(), Ok(Background::Color([255; 3])));
+        for bad in ["#12345", "#12345g", "#1234567", " "] {
+            assert!(bad.parse::<Background>().is_err(), "{bad}");
         }
     }
 

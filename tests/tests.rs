@@ -7,6 +7,7 @@ mod cache;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod guards;
+mod layouts;
 mod lipsync;
 mod portraits;
 mod queue;

@@ -146,7 +146,13 @@ impl From<ChapterSelection> for String {
         let items: Vec<String> = list
             .0
             .iter()
-            .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
             .collect();
         items.join(",")
     }
