@@ -100,6 +100,8 @@ pub struct DeviceExecutor {
     conv_path: ConvPath,
     /// cuDNN's algorithm per (step, batch, length) class, chosen at first use.
     dnn_algos: HashMap<dnn::AlgoKey, dnn::Algo>,
+    /// Descriptors, algorithm and workspace size per (step, exact input shape).
+    dnn_prepared: HashMap<dnn::PreparedKey, dnn::Prepared>,
     /// ConvTranspose weights in the plan's `[in, out, k]` layout for cuDNN (the GEMM path keeps
     /// them transposed); uploaded only where cuDNN is loaded.
     dnn_weights: HashMap<ValueId, DevTensor>,
@@ -275,6 +277,7 @@ impl DeviceExecutor {
             frame_max,
             conv_path: gpu.conv_path(),
             dnn_algos: HashMap::new(),
+            dnn_prepared: HashMap::new(),
             dnn_weights: HashMap::new(),
             gpu,
         }
