@@ -75,6 +75,89 @@ fn host_executor_of_the_plan_matches_onnx_runtime() {
 /// the H200 (sm_90) and for a laptop GPU (sm_86): every kernel the executor loads is in the
 /// CUBIN. NVRTC needs no GPU; `scripts/fetch-assets --tests` fetches it and `scripts/test` names
 /// its folder in `TALKER_TEST_NVRTC`.
+/// Every convolution of the real voice's FP16 plan, at the shapes a padded batch of two gives it,
+/// maps onto cuDNN descriptors whose output is the host executor's output shape, with the
+/// padding, stride and dilation of the plan; only the depthwise ones stay off cuDNN.
+#[test]
+fn every_convolution_of_the_voice_maps_onto_cudnn_descriptors() {
+    use std::collections::HashMap;
+    use talker::tts::cuda::program::dnn::dnn_conv;
+    use talker::tts::cuda::program::op::{Op, Precision};
+    use talker::tts::cuda::program::precision;
+    use talker::tts::cuda::tensor::Tensor;
+
+    let bytes = std::fs::read(default_voice().model).unwrap();
+    let mut plan = Plan::build(&Model::parse(&bytes).unwrap()).unwrap();
+    precision::assign(&mut plan, Precision::F16, &Default::default());
+    // BOS, then pad/phoneme pairs (as the engine's warm-up feeds), two lengths in one batch.
+    let ids = |n: usize| -> Vec<i64> {
+        (0..n)
+            .map(|i| match i {
+                0 => 1,
+                i if i % 2 == 1 => 0,
+                i => 20 + (i % 30) as i64,
+            })
+            .collect()
+    };
+    let (a, b) = (ids(41), ids(23));
+    let refs = [a.as_slice(), b.as_slice()];
+    let mut inputs: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut outputs: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut on_input = |i: usize, t: &Tensor| {
+        inputs.insert(i, t.shape.clone());
+    };
+    let mut on_output = |i: usize, t: &Tensor| {
+        outputs.entry(i).or_insert_with(|| t.shape.clone());
+    };
+    HostExecutor::new(&plan, 0)
+        .run(
+            &Feed::new(&refs, QUIET, 0),
+            Hooks {
+                conv_input: Some(&mut on_input),
+                step_output: Some(&mut on_output),
+            },
+        )
+        .unwrap();
+    let (mut mapped, mut transposed, mut depthwise) = (0, 0, 0);
+    for (i, step) in plan.steps.iter().enumerate() {
+        let (Op::Conv(c) | Op::ConvTranspose(c)) = &step.op else {
+            continue;
+        };
+        let x = &inputs[&i];
+        let w = &plan.constants[&step.inputs[1].unwrap()].shape;
+        let y = &outputs[&i];
+        match dnn_conv(&step.op, x, w) {
+            Some(m) => {
+                assert_eq!(m.y, [y[0], y[1], 1, y[2]], "step {i} {:?}", step.name);
+                assert_eq!(m.x, [x[0], x[1], 1, x[2]], "step {i}");
+                assert_eq!(m.w, [w[0], w[1], 1, w[2]], "step {i}");
+                assert_eq!(
+                    (m.pad, m.stride, m.dilation),
+                    (c.pad_begin, c.stride, c.dilation),
+                    "step {i}"
+                );
+                assert_eq!(m.transposed, matches!(step.op, Op::ConvTranspose(_)));
+                transposed += usize::from(m.transposed);
+                mapped += 1;
+            }
+            None => {
+                assert!(
+                    c.group > 1,
+                    "step {i} {:?} {c:?} stays off cuDNN",
+                    step.name
+                );
+                depthwise += 1;
+            }
+        }
+    }
+    // en_US-joe-medium: the HiFi-GAN decoder's 3 upsamplings and every other ungrouped conv.
+    assert_eq!(transposed, 3, "{mapped} mapped, {depthwise} depthwise");
+    assert!(
+        mapped > 50 && depthwise > 0,
+        "{mapped} mapped, {depthwise} depthwise"
+    );
+}
+
 #[test]
 fn every_kernel_the_engine_loads_compiles_under_nvrtc() {
     use talker::tts::cuda::device::build::compile;
@@ -200,6 +283,17 @@ fn engine_commands_without_a_gpu_fail_cleanly() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+    // So is a convolution switch that is neither auto, gemm nor cudnn, for every engine command.
+    for cmd in ["build", "validate", "bench"] {
+        let o = talker(dir.path())
+            .env("TALKER_CUDA_CONV", "fast")
+            .args(["engine", cmd, "--precision", "fp16"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {stderr}");
+        assert!(stderr.contains("TALKER_CUDA_CONV=fast"), "{cmd}: {stderr}");
+    }
 }
 
 /// `--backend cuda` on a machine without a usable GPU (CI): exit 1 with a message that says what

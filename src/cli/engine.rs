@@ -57,6 +57,17 @@ pub enum GraphsArg {
     Both,
 }
 
+/// The convolution paths `bench` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConvArg {
+    /// im2col + cuBLAS GEMMs (the path of hosts without cuDNN).
+    Gemm,
+    /// cuDNN (libcudnn.so.9 must be on the library path).
+    Cudnn,
+    /// gemm, then cudnn, in this process, with the ratio printed.
+    Both,
+}
+
 /// `--graphs` if given, else `$TALKER_CUDA_GRAPHS` (a bad value is bad input, exit 2).
 fn graphs_mode(arg: Option<GraphsArg>) -> Result<check::GraphsMode> {
     let arg = match arg {
@@ -131,6 +142,11 @@ pub enum EngineAction {
         /// $TALKER_CUDA_GRAPHS, else off].
         #[arg(long, value_enum, value_name = "on|off|frames|both")]
         graphs: Option<GraphsArg>,
+        /// Run the convolutions through the engine's own im2col + GEMM, through cuDNN (loaded
+        /// for this; it must be on the library path), or both in this process with the ratio
+        /// printed [default: the engine's path: GEMM, or cuDNN with TALKER_CUDA_CONV=cudnn].
+        #[arg(long, value_enum, value_name = "gemm|cudnn|both")]
+        conv: Option<ConvArg>,
     },
     /// Phonemize a text file (one sentence per line) into the ids JSON the other commands read.
     #[cfg(feature = "render")]
@@ -162,6 +178,8 @@ fn check_of<'a>(common: &'a Common, voice: &'a VoiceFiles, engines: &'a Path) ->
 }
 
 pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
+    // A bad convolution switch is bad input before any work, GPU or not.
+    talker::tts::cuda::device::conv_from_env().map_err(SpeechError::BadInput)?;
     let out = match action {
         EngineAction::Build { common, precision } => {
             let files = voice_files(global, &common.voice)?;
@@ -233,8 +251,19 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
             passes,
             profile,
             graphs,
+            conv,
         } => {
-            let graphs = graphs_mode(*graphs)?;
+            let opts = check::BenchOptions {
+                passes: *passes,
+                profile: *profile,
+                graphs: graphs_mode(*graphs)?,
+                conv: match conv {
+                    None => check::ConvMode::Engine,
+                    Some(ConvArg::Gemm) => check::ConvMode::Gemm,
+                    Some(ConvArg::Cudnn) => check::ConvMode::Cudnn,
+                    Some(ConvArg::Both) => check::ConvMode::Both,
+                },
+            };
             let files = voice_files(global, &common.voice)?;
             let engines = common.engines(global);
             let mut results = Vec::new();
@@ -243,9 +272,7 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
                     &check_of(common, &files, &engines),
                     (*p).into(),
                     batches,
-                    *passes,
-                    *profile,
-                    graphs,
+                    opts,
                 )?);
             }
             json!({ "bench": results })

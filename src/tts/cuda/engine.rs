@@ -16,7 +16,7 @@ use half::f16;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::program::op::{Op, Precision};
+use super::program::op::{ConvPath, Op, Precision};
 use super::program::precision::PrecisionCounts;
 use super::program::{Inputs, Outputs, Plan, Step, Value, ValueId};
 #[cfg(test)]
@@ -76,6 +76,10 @@ pub struct Header {
     pub int8_layers: Vec<(String, f32)>,
     pub calibration_sentences: usize,
     pub kernels: usize,
+    /// The convolution path it was built for (`cudnn` when `TALKER_CUDA_CONV=cudnn` and cuDNN
+    /// loaded); engines from before cuDNN read as `gemm`.
+    #[serde(default)]
+    pub conv: ConvPath,
 }
 
 /// Why an engine cannot be used here.
@@ -103,6 +107,8 @@ pub struct Expect<'a> {
     pub precision: Precision,
     /// NVRTC here (major, minor): kernels compiled by another NVRTC are rebuilt.
     pub nvrtc: (i32, i32),
+    /// cuDNN here or not: an engine built for the other path is rebuilt.
+    pub conv: ConvPath,
 }
 
 impl Header {
@@ -140,6 +146,11 @@ impl Header {
             "precision",
             format!("{:?}", self.precision),
             format!("{:?}", want.precision),
+        );
+        differ(
+            "convolutions",
+            self.conv.name().to_owned(),
+            want.conv.name().to_owned(),
         );
         differ(
             "talker",
@@ -467,6 +478,7 @@ mod tests {
             int8_layers: vec![],
             calibration_sentences: 0,
             kernels: 3,
+            conv: ConvPath::Cudnn,
         }
     }
 
@@ -607,8 +619,28 @@ mod tests {
             voice_sha256: &sha,
             precision: Precision::F16,
             nvrtc: (13, 0),
+            conv: ConvPath::Cudnn,
         };
         assert!(h.check(p, &want).is_ok());
+        let e = h
+            .check(
+                p,
+                &Expect {
+                    conv: ConvPath::Gemm,
+                    ..want.clone()
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("convolutions cudnn") && e.contains("this is convolutions gemm"),
+            "{e}"
+        );
+        // A header written before the field existed reads as the GEMM path.
+        let mut old = serde_json::to_value(&h).unwrap();
+        old.as_object_mut().unwrap().remove("conv");
+        let old: Header = serde_json::from_value(old).unwrap();
+        assert_eq!(old.conv, ConvPath::Gemm);
         let other = GpuIdentity {
             name: "NVIDIA A100".into(),
             capability: (8, 0),

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use super::io::{Feed, Outputs};
 use super::ops;
 use super::program::cost::{Work, step_bytes, step_macs};
-use super::program::op::Op;
+use super::program::op::{ConvPath, Op};
 use super::program::{Plan, ValueId};
 use super::tensor::{Data, OpError, Tensor};
 
@@ -108,7 +108,7 @@ impl<'p> HostExecutor<'p> {
             }
             let ins_sized: Vec<_> = ins.iter().map(|t| t.map(sized)).collect();
             let outs_sized: Vec<_> = outs.iter().map(sized).collect();
-            self.work.bytes += step_bytes(&step.op, &ins_sized, &outs_sized);
+            self.work.bytes += step_bytes(&step.op, &ins_sized, &outs_sized, ConvPath::Gemm);
             for v in step.inputs.iter().flatten() {
                 if self.last_use[*v] == index {
                     live.remove(v);

@@ -112,6 +112,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
     let seconds_plan = t0.elapsed().as_secs_f64();
     (opts.on_step)(1);
     let identity = gpu.identity.clone();
+    let conv = gpu.conv_path();
 
     let t1 = Instant::now();
     let mut amax: HashMap<usize, f32> = HashMap::new();
@@ -197,6 +198,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
             0
         },
         kernels: kernels.len(),
+        conv,
     };
     let file = EngineFile {
         header: header.clone(),
@@ -262,6 +264,7 @@ impl GpuVoice {
                 voice_sha256,
                 precision,
                 nvrtc: nvrtc_version()?,
+                conv: gpu.conv_path(),
             },
         )?;
         let mut exec = DeviceExecutor::new(gpu, file.plan, file.cubin)?;

@@ -15,11 +15,12 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::build::GpuVoice;
+use super::exec::ProfileEntry;
 pub use super::exec::{GraphMode, graphs_from_env};
 use crate::tts::batch::{self, BatchLimits, DEFAULT_EDGES};
 use crate::tts::cuda::io::Feed;
 use crate::tts::cuda::program::cost::Work;
-use crate::tts::cuda::program::op::Precision;
+use crate::tts::cuda::program::op::{ConvPath, Precision};
 use crate::tts::cuda::quant::snr_db;
 use crate::tts::cuda::reference::{Hooks, HostExecutor};
 use crate::tts::cuda::tensor::Tensor;
@@ -329,6 +330,36 @@ impl GraphsMode {
     }
 }
 
+/// Which convolution paths `bench` times: one, or both in this process (GEMM first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvMode {
+    /// The engine's own path: im2col + GEMM, or cuDNN with `TALKER_CUDA_CONV=cudnn`.
+    Engine,
+    Gemm,
+    Cudnn,
+    Both,
+}
+
+impl ConvMode {
+    fn runs(self, engine: ConvPath) -> Vec<ConvPath> {
+        match self {
+            ConvMode::Engine => vec![engine],
+            ConvMode::Gemm => vec![ConvPath::Gemm],
+            ConvMode::Cudnn => vec![ConvPath::Cudnn],
+            ConvMode::Both => vec![ConvPath::Gemm, ConvPath::Cudnn],
+        }
+    }
+}
+
+/// What `bench` measures besides the precision and batch sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct BenchOptions {
+    pub passes: usize,
+    pub profile: bool,
+    pub graphs: GraphsMode,
+    pub conv: ConvMode,
+}
+
 /// One timed configuration of a bench row.
 struct Timed {
     times: Vec<f64>,
@@ -376,6 +407,46 @@ fn time_passes(
     })
 }
 
+/// One more pass over `plan`, eager, with a sync after every step: per op kind (convolutions by
+/// precision and path), the steps, seconds, and the work those steps did against the H200's
+/// bounds, slowest kind first.
+fn profile_pass(
+    voice: &mut GpuVoice,
+    held: &[&Sentence],
+    plan: &[Vec<usize>],
+    scales: Scales,
+    rate: f64,
+) -> Result<Vec<Value>> {
+    voice.exec.profile = Some(HashMap::new());
+    let mut samples = 0usize;
+    for b in plan {
+        let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+        samples += voice
+            .synthesize(&refs, scales, 0)?
+            .iter()
+            .map(|r| r.pcm.len())
+            .sum::<usize>();
+    }
+    let audio_s = samples as f64 / rate;
+    let mut kinds: Vec<(String, ProfileEntry)> = voice
+        .exec
+        .profile
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    kinds.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+    Ok(kinds
+        .into_iter()
+        .map(|(k, e)| {
+            json!({
+                "op": k, "steps": e.steps, "seconds": e.seconds,
+                "work": e.work.report(audio_s, e.seconds),
+            })
+        })
+        .collect())
+}
+
 /// `talker engine bench`: audio-seconds per second at each batch size (sentences grouped by the
 /// length buckets, at most N per call), eagerly and/or with CUDA graphs, with the matrix work
 /// per audio second and the share of the H200's dense FP16 bound.
@@ -383,15 +454,21 @@ pub fn bench(
     check: &Check<'_>,
     p: Precision,
     batches: &[usize],
-    passes: usize,
-    profile: bool,
-    graphs: GraphsMode,
+    opts: BenchOptions,
 ) -> Result<Value> {
+    let BenchOptions {
+        passes,
+        profile,
+        graphs,
+        conv,
+    } = opts;
     let (mut voice, ids, config) = open(check, p)?;
-    // Warm-up captures for the last mode timed.
+    let convs = conv.runs(voice.exec.conv_path());
+    // Warm-up (algorithm choices, captures) for the last configuration timed.
     voice
         .exec
         .set_graphs(graphs.runs()[graphs.runs().len() - 1]);
+    voice.exec.set_conv_path(convs[convs.len() - 1])?;
     let warm_s = voice.warm()?;
     let held: Vec<&Sentence> = ids.sentences[ids.calibration..].iter().collect();
     let lengths: Vec<usize> = held.iter().map(|s| s.ids.len()).collect();
@@ -409,8 +486,12 @@ pub fn bench(
         );
         let mut runs = Vec::new();
         let mut medians = Vec::new();
-        for &mode in graphs.runs() {
+        for (&path, &mode) in convs
+            .iter()
+            .flat_map(|c| graphs.runs().iter().map(move |g| (c, g)))
+        {
             let on = mode != GraphMode::Off;
+            voice.exec.set_conv_path(path)?;
             voice.exec.set_graphs(mode);
             let before = voice.exec.graph_stats();
             let t = time_passes(&mut voice, &held, &plan, scales, passes.max(1))?;
@@ -418,7 +499,7 @@ pub fn bench(
             let audio_s = t.samples as f64 / rate;
             medians.push(t.median);
             runs.push(json!({
-                "graphs": mode, "audio_seconds": audio_s, "median_seconds": t.median,
+                "conv": path, "graphs": mode, "audio_seconds": audio_s, "median_seconds": t.median,
                 "audio_seconds_per_second": audio_s / t.median, "times": t.times,
                 "work": t.work.report(audio_s, t.median),
                 "graph_stats": on.then(|| json!({
@@ -432,40 +513,33 @@ pub fn bench(
                 })),
             }));
         }
-        let profile = if profile {
-            // One more pass, eager, with a sync after every step: seconds per op kind.
-            voice.exec.profile = Some(HashMap::new());
-            for b in &plan {
-                let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
-                voice.synthesize(&refs, scales, 0)?;
+        let mut profiles = Vec::new();
+        if profile {
+            voice.exec.set_graphs(GraphMode::Off);
+            for &path in &convs {
+                voice.exec.set_conv_path(path)?;
+                profiles.push(json!({
+                    "conv": path,
+                    "kinds": profile_pass(&mut voice, &held, &plan, scales, rate)?,
+                }));
             }
-            let mut kinds: Vec<(String, (usize, f64))> = voice
-                .exec
-                .profile
-                .take()
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            kinds.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
-            kinds
-                .into_iter()
-                .map(|(k, (calls, secs))| json!({"op": k, "steps": calls, "seconds": secs}))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        }
         let first = runs[0].clone();
+        let per_graphs = graphs.runs().len();
         rows.push(json!({
             "batch": n, "calls": plan.len(), "mean_items": held.len() as f64 / plan.len() as f64,
             "audio_seconds": first["audio_seconds"], "median_seconds": first["median_seconds"],
             "audio_seconds_per_second": first["audio_seconds_per_second"], "times": first["times"],
             "work": first["work"], "runs": runs,
-            "graphs_speedup": (medians.len() == 2).then(|| medians[0] / medians[1]),
-            "profile": profile,
+            "graphs_speedup": (per_graphs == 2).then(|| medians[0] / medians[1]),
+            // GEMM's median over cuDNN's, at the first graphs mode: above 1, cuDNN is faster.
+            "cudnn_speedup": (convs.len() == 2).then(|| medians[0] / medians[per_graphs]),
+            "profile": profiles,
         }));
     }
     Ok(json!({
         "precision": format!("{p:?}"), "warm_seconds": warm_s, "gpu": voice.header.gpu,
+        "engine_conv": voice.header.conv, "conv": convs,
         "graphs": format!("{graphs:?}").to_lowercase(), "graph_stats": voice.exec.graph_stats(),
         "rows": rows,
     }))

@@ -28,9 +28,11 @@ struct Strides { i64 s[MAX_RANK]; };
 #define LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 #ifdef __CUDACC__
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 #else
 // Host C++ (the kernels' CPU tests): the same rounding, to nearest even, through _Float16.
 inline unsigned short f2h(float f) { _Float16 h = (_Float16)f; unsigned short u; __builtin_memcpy(&u, &h, 2); return u; }
+inline float h2f(unsigned short u) { _Float16 h; __builtin_memcpy(&h, &u, 2); return (float)h; }
 #endif
 __device__ __forceinline__ signed char f2q(float v, float inv) { int q = __float2int_rn(v * inv); q = q > 127 ? 127 : (q < -127 ? -127 : q); return (signed char)q; }
 __device__ __forceinline__ i64 offset_of(i64 i, const Dims& d, const Strides& s) {
@@ -165,6 +167,8 @@ extern "C" __global__ void col2im_f32(i64 n, float* out, const float* z, i64 cou
     out[i] = acc;
   }
 }
+// FP16 to FP32 (a cuDNN FP16 convolution's output, widened for the next step).
+extern "C" __global__ void half_to_f32(i64 n, float* out, const unsigned short* in) { LOOP(n) { out[i] = h2f(in[i]); } }
 // INT8 accumulators to floats: row r of each item has weight scale ws[r / rows_per_scale].
 extern "C" __global__ void dequant_i32(i64 n, float* out, const int* acc, i64 rows, i64 cols, i64 rows_per_scale, const float* ws, float xs) {
   LOOP(n) { i64 r = (i / cols) % rows; out[i] = (float)acc[i] * (ws[r / rows_per_scale] * xs); }
@@ -386,6 +390,7 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
         "im2col_f16",
         "im2col_i8",
         "col2im_f32",
+        "half_to_f32",
         "dequant_i32",
         "dwconv_f32",
         "randn_f32",

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
 use super::engine::GpuIdentity;
+use super::program::op::ConvPath;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
@@ -26,6 +27,8 @@ pub enum GpuError {
     Driver(#[from] DriverError),
     #[error("cuBLAS: {0}")]
     Blas(#[from] cudarc::cublas::result::CublasError),
+    #[error("cuDNN: {0:?}")]
+    Dnn(#[from] cudarc::cudnn::result::CudnnError),
     #[error("NVRTC could not compile the engine's kernels: {0}")]
     Compile(String),
     #[error("step {index} ({op} {name:?}): {msg}")]
@@ -114,11 +117,59 @@ pub fn probe() -> Result<GpuIdentity, GpuError> {
     })
 }
 
-/// An open GPU: context, the one stream everything runs on, and a cuBLAS handle bound to it.
+/// The oldest cuDNN whose legacy convolution API the bindings (cuDNN 9.2) match.
+const CUDNN_MIN_VERSION: usize = 90000;
+
+/// How `$TALKER_CUDA_CONV` asks convolutions to run: unset, `auto` or `gemm` as the engine's own
+/// im2col + cuBLAS GEMMs (the default: faster on the H200, see docs/gpu.md); `cudnn` through
+/// cuDNN where it loads.
+pub fn conv_from_env() -> Result<ConvPath, String> {
+    parse_conv(std::env::var("TALKER_CUDA_CONV").ok().as_deref())
+}
+
+fn parse_conv(v: Option<&str>) -> Result<ConvPath, String> {
+    match v {
+        None | Some("" | "auto" | "gemm") => Ok(ConvPath::Gemm),
+        Some("cudnn") => Ok(ConvPath::Cudnn),
+        Some(other) => Err(format!("TALKER_CUDA_CONV={other}: use auto, cudnn or gemm")),
+    }
+}
+
+/// A cuDNN handle on `stream`, or why there is none (cuDNN 9 missing or older).
+fn open_dnn(
+    stream: &CudaStream,
+) -> Result<Result<cudarc::cudnn::sys::cudnnHandle_t, String>, GpuError> {
+    // SAFETY: only tries to dlopen the library and reports whether that worked.
+    let present = unsafe { cudarc::cudnn::sys::is_culib_present() };
+    let version = if present {
+        cudarc::cudnn::result::get_version()
+    } else {
+        0
+    };
+    if version < CUDNN_MIN_VERSION {
+        return Ok(Err(if present {
+            format!("cuDNN {version} is older than 9")
+        } else {
+            "cuDNN (libcudnn.so.9) not found".to_owned()
+        }));
+    }
+    let dnn = cudarc::cudnn::result::create_handle()?;
+    // SAFETY: the handle was just created; the stream outlives it (both live in `Gpu`).
+    unsafe { cudarc::cudnn::result::set_stream(dnn, stream.cu_stream() as _)? };
+    Ok(Ok(dnn))
+}
+
+/// An open GPU: context, the one stream everything runs on, and cuBLAS (and, where present,
+/// cuDNN) handles bound to it.
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub blas: cudarc::cublas::sys::cublasHandle_t,
+    /// Loaded only when asked for (`TALKER_CUDA_CONV=cudnn`, or the bench's A/B): creating it
+    /// loads cuDNN's engine libraries, hundreds of MB.
+    pub dnn: Option<cudarc::cudnn::sys::cudnnHandle_t>,
+    /// The convolution path engines are built for and run on here.
+    conv: ConvPath,
     pub identity: GpuIdentity,
 }
 
@@ -139,6 +190,26 @@ impl Gpu {
         let blas = cudarc::cublas::result::create_handle()?;
         // SAFETY: the handle was just created; the stream outlives it (both live in `Gpu`).
         unsafe { cudarc::cublas::result::set_stream(blas, stream.cu_stream() as _)? };
+        let dnn = match conv_from_env().map_err(GpuError::BadInput)? {
+            ConvPath::Gemm => None,
+            ConvPath::Cudnn => match open_dnn(&stream)? {
+                Ok(d) => Some(d),
+                Err(why) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        tracing::info!(
+                            "TALKER_CUDA_CONV=cudnn, but {why}: convolutions run as im2col + cuBLAS GEMMs"
+                        );
+                    });
+                    None
+                }
+            },
+        };
+        let conv = if dnn.is_some() {
+            ConvPath::Cudnn
+        } else {
+            ConvPath::Gemm
+        };
         let mut driver = 0;
         // SAFETY: plain query into a local.
         unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver).result()? };
@@ -151,8 +222,30 @@ impl Gpu {
             ctx,
             stream,
             blas,
+            dnn,
+            conv,
             identity,
         })
+    }
+
+    /// The convolution path engines are built for and run on here.
+    pub fn conv_path(&self) -> ConvPath {
+        self.conv
+    }
+
+    /// Loads cuDNN now if it is not yet (the bench's A/B on a GEMM engine); bad input where it
+    /// cannot be loaded here.
+    pub fn load_dnn(&mut self) -> Result<cudarc::cudnn::sys::cudnnHandle_t, GpuError> {
+        if let Some(d) = self.dnn {
+            return Ok(d);
+        }
+        let d = open_dnn(&self.stream)?.map_err(|why| {
+            GpuError::BadInput(format!(
+                "convolutions through cuDNN were asked for, but {why} here"
+            ))
+        })?;
+        self.dnn = Some(d);
+        Ok(d)
     }
 
     pub fn sync(&self) -> Result<(), GpuError> {
@@ -165,6 +258,10 @@ impl Drop for Gpu {
     fn drop(&mut self) {
         // SAFETY: created in `open`, destroyed once here.
         let _ = unsafe { cudarc::cublas::result::destroy_handle(self.blas) };
+        if let Some(dnn) = self.dnn {
+            // SAFETY: created in `open_dnn`, destroyed once here.
+            let _ = unsafe { cudarc::cudnn::result::destroy_handle(dnn) };
+        }
     }
 }
 
@@ -181,6 +278,17 @@ pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_conv_switch_takes_auto_cudnn_or_gemm() {
+        assert_eq!(parse_conv(None), Ok(ConvPath::Gemm));
+        assert_eq!(parse_conv(Some("auto")), Ok(ConvPath::Gemm));
+        assert_eq!(parse_conv(Some("")), Ok(ConvPath::Gemm));
+        assert_eq!(parse_conv(Some("gemm")), Ok(ConvPath::Gemm));
+        assert_eq!(parse_conv(Some("cudnn")), Ok(ConvPath::Cudnn));
+        let e = parse_conv(Some("cuDNN")).unwrap_err();
+        assert!(e.contains("TALKER_CUDA_CONV=cuDNN") && e.contains("auto, cudnn or gemm"));
+    }
 
     /// On a machine without CUDA (CI), probing or opening a GPU must fail cleanly, never panic.
     #[test]

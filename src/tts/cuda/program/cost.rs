@@ -6,7 +6,8 @@
 //! the shares of the GPU's compute and memory bounds reached: the engine is far from the first,
 //! and the second says whether its kernels or its design are what is slow.
 
-use super::op::{ConvSpec, Op, Precision};
+use super::dnn::dnn_conv;
+use super::op::{ConvPath, ConvSpec, Op, Precision};
 use crate::tts::cuda::tensor::numel;
 
 /// Dense FP16/BF16 matrix throughput of one H200 (TFLOP/s), the bound the bench compares with.
@@ -55,10 +56,15 @@ fn operand_size(p: Precision) -> usize {
 /// convolution also writes and reads its GEMM operand (im2col, or the cast of a transposed
 /// convolution's input), INT8 its 32-bit accumulators, and a transposed convolution its
 /// `[out·k, t]` product before col2im, as the device executor runs them.
+///
+/// On the cuDNN path (`path`, for the convolutions [`dnn_conv`] maps) there is no operand: an FP16
+/// convolution instead writes and reads its input cast to FP16 and its FP16 output before the
+/// widening; an FP32 one moves only its tensors (cuDNN's own workspace traffic is not counted).
 pub fn step_bytes(
     op: &Op,
     inputs: &[Option<(&[usize], usize)>],
     outputs: &[(&[usize], usize)],
+    path: ConvPath,
 ) -> u64 {
     let tensors: usize = inputs
         .iter()
@@ -68,6 +74,17 @@ pub fn step_bytes(
         .sum();
     let shape = |k: usize| inputs.get(k).copied().flatten().map(|(s, _)| s);
     let out = outputs.first().map(|(s, _)| *s);
+    if let (ConvPath::Cudnn, Op::Conv(c) | Op::ConvTranspose(c), Some(x), Some(w), Some(y)) =
+        (path, op, shape(0), shape(1), out)
+        && dnn_conv(op, x, w).is_some()
+    {
+        let casts = if c.precision == Precision::F16 {
+            2 * 2 * (numel(x) + numel(y))
+        } else {
+            0
+        };
+        return (tensors + casts) as u64;
+    }
     let internal = match (op, shape(0), shape(1), out) {
         (Op::Conv(c), Some([b, cin, ..]), Some([_, _, k, ..]), Some([_, cout, t_out, ..]))
             if c.group == 1 =>
@@ -200,13 +217,15 @@ mod tests {
         assert!((memory - 2.0).abs() < 1e-9, "{memory}");
     }
 
+    const GEMM: ConvPath = ConvPath::Gemm;
+
     #[test]
     fn bytes_count_tensors_and_the_convolutions_own_buffers() {
         let f = |s: &'static [usize]| Some((s, 4));
         // Elementwise: two inputs and the output, once each.
         let add = Op::Binary(crate::tts::cuda::program::op::Binary::Add);
         assert_eq!(
-            step_bytes(&add, &[f(&[2, 3]), f(&[1, 3])], &[(&[2, 3], 4)]),
+            step_bytes(&add, &[f(&[2, 3]), f(&[1, 3])], &[(&[2, 3], 4)], GEMM),
             (6 + 3 + 6) * 4
         );
         // FP16 conv, 2 items, 4 → 8 channels, kernel 3, 10 output frames: x, w, out, and the
@@ -220,14 +239,30 @@ mod tests {
             step_bytes(
                 &conv,
                 &[f(&[2, 4, 12]), f(&[8, 4, 3]), None],
-                &[(&[2, 8, 10], 4)]
+                &[(&[2, 8, 10], 4)],
+                GEMM
             ),
             (tensors + 2 * (2 * 12 * 10 * 2)) as u64
+        );
+        // On cuDNN the same conv (no padding: symmetric) casts its input and output instead.
+        assert_eq!(
+            step_bytes(
+                &conv,
+                &[f(&[2, 4, 12]), f(&[8, 4, 3]), None],
+                &[(&[2, 8, 10], 4)],
+                ConvPath::Cudnn
+            ),
+            (tensors + 2 * 2 * (2 * 4 * 12 + 2 * 8 * 10)) as u64
         );
         // An FP32 1×1 conv is a GEMM on its input: no operand buffer.
         let direct = Op::Conv(spec(1, 1, 1));
         assert_eq!(
-            step_bytes(&direct, &[f(&[1, 4, 5]), f(&[8, 4, 1])], &[(&[1, 8, 5], 4)]),
+            step_bytes(
+                &direct,
+                &[f(&[1, 4, 5]), f(&[8, 4, 1])],
+                &[(&[1, 8, 5], 4)],
+                GEMM
+            ),
             ((20 + 32 + 40) * 4) as u64
         );
         // FP32 ConvTranspose 256 → 128, k 16, 7 frames: the [128·16, 7] product, written and read.
@@ -237,9 +272,20 @@ mod tests {
             step_bytes(
                 &ct,
                 &[f(&[1, 256, 7]), f(&[256, 128, 16])],
-                &[(&[1, 128, 64], 4)]
+                &[(&[1, 128, 64], 4)],
+                GEMM
             ),
             (tensors + 2 * 128 * 16 * 7 * 4) as u64
+        );
+        // An FP32 transposed conv on cuDNN moves only its tensors.
+        assert_eq!(
+            step_bytes(
+                &ct,
+                &[f(&[1, 256, 7]), f(&[256, 128, 16])],
+                &[(&[1, 128, 64], 4)],
+                ConvPath::Cudnn
+            ),
+            tensors as u64
         );
     }
 }

@@ -8,6 +8,7 @@
 //! per-item frame counts (`Ceil → ReduceSum → Clip → Cast`), found by op type and wiring.
 
 pub mod cost;
+pub mod dnn;
 pub mod fuse;
 pub mod op;
 pub mod precision;

@@ -119,6 +119,27 @@ pub enum Precision {
     I8,
 }
 
+/// How the device runs the ungrouped FP32/FP16 convolutions: its own im2col + cuBLAS GEMM (the
+/// default, faster on the H200), or cuDNN (`TALKER_CUDA_CONV=cudnn`, where it loads). An engine
+/// records the path it was built for (engines made before cuDNN existed read as `Gemm`), so an
+/// engine used with the other path is rebuilt like one from another driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConvPath {
+    #[default]
+    Gemm,
+    Cudnn,
+}
+
+impl ConvPath {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvPath::Gemm => "gemm",
+            ConvPath::Cudnn => "cudnn",
+        }
+    }
+}
+
 /// A 1-D convolution (`[batch, channels, time]`), as Conv or ConvTranspose.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConvSpec {

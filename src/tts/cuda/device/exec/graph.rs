@@ -212,6 +212,12 @@ impl Graphs {
         }
     }
 
+    /// Drops every captured graph (their kernels no longer match, e.g. after a conv path switch).
+    pub(super) fn clear(&mut self) {
+        self.cache.clear();
+        self.variable.clear();
+    }
+
     pub(super) fn begin_run(&mut self) {
         self.run += 1;
     }

@@ -15,7 +15,8 @@ use crate::tts::cuda::device::GpuError;
 use crate::tts::cuda::device::memory::{self, DevTensor, Params};
 use crate::tts::cuda::ops::{broadcast, linalg};
 use crate::tts::cuda::program::Step;
-use crate::tts::cuda::program::op::{ConvSpec, Op, Precision};
+use crate::tts::cuda::program::dnn::dnn_conv;
+use crate::tts::cuda::program::op::{ConvPath, ConvSpec, Op, Precision};
 use crate::tts::cuda::tensor::{DType, numel};
 
 impl DeviceExecutor {
@@ -30,21 +31,37 @@ impl DeviceExecutor {
                         .map_err(|m| step_err(i, s, m.to_string()))?,
                 ]
             }
-            Op::Conv(spec) => {
+            Op::Conv(spec) | Op::ConvTranspose(spec) => {
                 let x = self.in_dev(slots, s, 0)?;
-                let w = self.in_dev(slots, s, 1)?;
-                vec![
-                    self.conv(i, &x, &w, spec)
-                        .map_err(|m| step_err(i, s, m.to_string()))?,
-                ]
-            }
-            Op::ConvTranspose(spec) => {
-                let x = self.in_dev(slots, s, 0)?;
-                let w = self.in_dev(slots, s, 1)?;
-                vec![
-                    self.conv_transpose(i, &x, &w, spec)
-                        .map_err(|m| step_err(i, s, m.to_string()))?,
-                ]
+                let on_dnn = if self.conv_path == ConvPath::Cudnn {
+                    self.weight_shape(s)
+                        .and_then(|w| dnn_conv(&s.op, &x.shape, w))
+                } else {
+                    None
+                };
+                let transposed = matches!(s.op, Op::ConvTranspose(_));
+                let out = match on_dnn {
+                    Some(m) => {
+                        let w = match (transposed, s.inputs.get(1).copied().flatten()) {
+                            (true, Some(id)) => {
+                                self.dnn_weights.get(&id).cloned().ok_or_else(|| {
+                                    step_err(i, s, "no cuDNN weight layout uploaded")
+                                })?
+                            }
+                            _ => self.in_dev(slots, s, 1)?,
+                        };
+                        self.conv_dnn(i, &x, &w, spec, &m)
+                    }
+                    None => {
+                        let w = self.in_dev(slots, s, 1)?;
+                        if transposed {
+                            self.conv_transpose(i, &x, &w, spec)
+                        } else {
+                            self.conv(i, &x, &w, spec)
+                        }
+                    }
+                };
+                vec![out.map_err(|m| step_err(i, s, m.to_string()))?]
             }
             _ => return Ok(None),
         }))
@@ -165,7 +182,7 @@ impl DeviceExecutor {
 
     /// The GEMM operand of a convolution input: im2col (or a cast) in the step's precision.
     #[allow(clippy::too_many_arguments)]
-    fn operand(
+    pub(super) fn operand(
         &self,
         x: &DevTensor,
         k: usize,

@@ -28,12 +28,14 @@ use super::{Gpu, GpuError};
 use crate::tts::cuda::io::{Feed, Outputs};
 use crate::tts::cuda::ops;
 use crate::tts::cuda::program::cost::{Work, step_bytes, step_macs};
-use crate::tts::cuda::program::op::{Op, Precision, ReduceKind};
+use crate::tts::cuda::program::dnn::dnn_conv;
+use crate::tts::cuda::program::op::{ConvPath, Op, Precision, ReduceKind};
 use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Tensor};
 
 use super::kernels::{kernel_names, module_source};
 
+mod dnn;
 mod elementwise;
 mod graph;
 mod index;
@@ -74,7 +76,7 @@ pub struct DeviceExecutor {
     pub syncs: usize,
     /// When set, every step waits for the GPU and its time is added here under its op kind
     /// (convolutions also by precision): where the time goes, at the price of speed.
-    pub profile: Option<HashMap<String, (usize, f64)>>,
+    pub profile: Option<HashMap<String, ProfileEntry>>,
     /// Matrix work of every run so far, counted at the shapes each step saw.
     pub work: Work,
     graphs: graph::Graphs,
@@ -94,8 +96,26 @@ pub struct DeviceExecutor {
     /// The batch's frame count (the maximum of the per-item frames), which sizes the flow and the
     /// decoder: padded to a [`frame_bucket`] in [`GraphMode::Frames`].
     frame_max: Option<ValueId>,
+    /// How the ungrouped FP32/FP16 convolutions run (cuDNN only where the GPU has it loaded).
+    conv_path: ConvPath,
+    /// cuDNN's algorithm per (step, batch, length) class, chosen at first use.
+    dnn_algos: HashMap<dnn::AlgoKey, dnn::Algo>,
+    /// Descriptors, algorithm and workspace size per (step, exact input shape).
+    dnn_prepared: HashMap<dnn::PreparedKey, dnn::Prepared>,
+    /// ConvTranspose weights in the plan's `[in, out, k]` layout for cuDNN (the GEMM path keeps
+    /// them transposed); uploaded only where cuDNN is loaded.
+    dnn_weights: HashMap<ValueId, DevTensor>,
     /// Last, so it is dropped last: every buffer and graph above is freed on its stream.
     pub gpu: Gpu,
+}
+
+/// One op kind's share of a profiled pass: steps, seconds (synced after each step), and the
+/// multiply-accumulates and bytes those steps did, to set against the GPU's bounds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProfileEntry {
+    pub steps: usize,
+    pub seconds: f64,
+    pub work: Work,
 }
 
 fn step_err(i: usize, s: &Step, msg: impl Into<String>) -> GpuError {
@@ -127,7 +147,31 @@ fn transpose_weight(w: &Tensor) -> Tensor {
     Tensor::f32(vec![rest, cin], t)
 }
 
+/// A weight uploaded as-is in its convolution's precision (FP16 as 16-bit values).
+fn upload_in(stream: CUstream, w: &Tensor, p: Precision) -> Result<DevTensor, GpuError> {
+    if p != Precision::F16 {
+        return memory::upload(stream, w);
+    }
+    let v = w.as_f32().map_err(|e| GpuError::Other(e.0))?;
+    let bytes: Vec<u8> = v
+        .iter()
+        .flat_map(|x| f16::from_f32(*x).to_bits().to_le_bytes())
+        .collect();
+    Ok(DevTensor {
+        buf: memory::upload_bytes(stream, &bytes)?,
+        shape: w.shape.clone(),
+        dtype: DType::F32,
+    })
+}
+
 impl DeviceExecutor {
+    /// The plan's shape of a convolution step's weight (Conv `[out, in, k]`, ConvTranspose
+    /// `[in, out, k]`), which is a constant.
+    fn weight_shape(&self, s: &Step) -> Option<&[usize]> {
+        let w = s.inputs.get(1).copied().flatten()?;
+        self.plan.constants.get(&w).map(|t| t.shape.as_slice())
+    }
+
     /// Loads the module, uploads the constants (weights in their device form).
     pub fn new(gpu: Gpu, plan: Plan, cubin: Vec<u8>) -> Result<DeviceExecutor, GpuError> {
         let module = gpu
@@ -213,8 +257,7 @@ impl DeviceExecutor {
                 ) && s.inputs.first() == Some(&Some(plan.outputs.frames))
             })
             .and_then(|s| s.outputs.first().copied());
-        Ok(DeviceExecutor {
-            gpu,
+        DeviceExecutor {
             plan,
             _module: module,
             funcs,
@@ -232,7 +275,54 @@ impl DeviceExecutor {
             tainted: HashSet::new(),
             shape_tainted: HashSet::new(),
             frame_max,
-        })
+            conv_path: gpu.conv_path(),
+            dnn_algos: HashMap::new(),
+            dnn_prepared: HashMap::new(),
+            dnn_weights: HashMap::new(),
+            gpu,
+        }
+        .with_dnn_weights()
+    }
+
+    /// Uploads the ConvTranspose weights in the layout cuDNN reads, where cuDNN is loaded.
+    fn with_dnn_weights(mut self) -> Result<DeviceExecutor, GpuError> {
+        if self.gpu.dnn.is_some() {
+            self.upload_dnn_weights()?;
+        }
+        Ok(self)
+    }
+
+    fn upload_dnn_weights(&mut self) -> Result<(), GpuError> {
+        let stream = self.stream();
+        for s in &self.plan.steps {
+            if let (Op::ConvTranspose(c), Some(Some(w))) = (&s.op, s.inputs.get(1))
+                && c.group == 1
+                && c.precision != Precision::I8
+                && !self.dnn_weights.contains_key(w)
+                && let Some(t) = self.plan.constants.get(w)
+            {
+                self.dnn_weights
+                    .insert(*w, upload_in(stream, t, c.precision)?);
+            }
+        }
+        self.gpu.sync()
+    }
+
+    /// Switches the convolution path (the bench's A/B), loading cuDNN for `Cudnn` if needed.
+    pub fn set_conv_path(&mut self, path: ConvPath) -> Result<(), GpuError> {
+        if path == ConvPath::Cudnn && self.gpu.dnn.is_none() {
+            self.gpu.load_dnn()?;
+            self.upload_dnn_weights()?;
+        }
+        if path != self.conv_path {
+            self.conv_path = path;
+            self.graphs.clear();
+        }
+        Ok(())
+    }
+
+    pub fn conv_path(&self) -> ConvPath {
+        self.conv_path
     }
 
     fn stream(&self) -> CUstream {
@@ -491,21 +581,33 @@ impl DeviceExecutor {
             let ins: Vec<Option<&[usize]>> = ins.iter().map(|i| i.map(|(s, _)| s)).collect();
             step_macs(&step.op, &ins, o)
         });
-        let bytes = step_bytes(&step.op, &ins, &out_shapes);
+        let bytes = step_bytes(&step.op, &ins, &out_shapes, self.conv_path);
+        let key = started.map(|_| match &step.op {
+            Op::Conv(c) | Op::ConvTranspose(c) => {
+                let on_dnn = self.conv_path == ConvPath::Cudnn
+                    && ins.first().copied().flatten().is_some_and(|(x, _)| {
+                        self.weight_shape(step)
+                            .is_some_and(|w| dnn_conv(&step.op, x, w).is_some())
+                    });
+                format!(
+                    "{} {:?} {}",
+                    step.op.name(),
+                    c.precision,
+                    if on_dnn { "cudnn" } else { "gemm" }
+                )
+            }
+            op => op.name().to_owned(),
+        });
         self.work.macs += macs;
         self.work.bytes += bytes;
-        if let (Some(t), Some(_)) = (started, self.profile.as_ref()) {
+        if let (Some(t), Some(key)) = (started, key) {
             self.gpu.sync()?;
-            let key = match &step.op {
-                Op::Conv(c) | Op::ConvTranspose(c) => {
-                    format!("{} {:?}", step.op.name(), c.precision)
-                }
-                op => op.name().to_owned(),
-            };
             if let Some(p) = self.profile.as_mut() {
                 let e = p.entry(key).or_default();
-                e.0 += 1;
-                e.1 += t.elapsed().as_secs_f64();
+                e.steps += 1;
+                e.seconds += t.elapsed().as_secs_f64();
+                e.work.macs += macs;
+                e.work.bytes += bytes;
             }
         }
         for v in step.inputs.iter().flatten() {

@@ -204,6 +204,29 @@ fn im2col_gives_the_host_convolution() {
 }
 
 /// ConvTranspose as the engine runs it (z = Wᵀ·x per item, then col2im) against the host op.
+/// The widening of a cuDNN FP16 output: every FP16 value, normal, subnormal, infinite or zero,
+/// comes back as the FP32 `half` gives.
+#[test]
+fn half_to_f32_widens_every_fp16_value_exactly() {
+    let k = Kernels::build(&fixed_source());
+    let bits: Vec<u16> = (0..=u16::MAX)
+        .filter(|&b| !half::f16::from_bits(b).is_nan())
+        .collect();
+    let mut out = vec![f32::NAN; bits.len()];
+    type Widen = unsafe extern "C" fn(i64, *mut f32, *const u16);
+    // SAFETY: `half_to_f32` reads n u16s and writes n floats; both buffers hold n.
+    unsafe {
+        k.flat::<Widen>("half_to_f32")(bits.len() as i64, out.as_mut_ptr(), bits.as_ptr());
+    }
+    for (b, o) in bits.iter().zip(&out) {
+        assert_eq!(
+            o.to_bits(),
+            half::f16::from_bits(*b).to_f32().to_bits(),
+            "fp16 {b:#06x}"
+        );
+    }
+}
+
 #[test]
 fn col2im_gives_the_host_transposed_convolution() {
     let k = Kernels::build(&fixed_source());
