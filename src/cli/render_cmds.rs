@@ -70,7 +70,11 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         settings: args.settings.clone(),
         threads,
         noise: !args.deterministic,
-        speech: speech_setup(&args.speech, global, threads, 1, cpu_limits)?,
+        speech: {
+            let lanes = args.speech_lanes.map(usize::from);
+            let (lanes, intra) = talker::tts::select::cpu_split(threads, lanes);
+            speech_setup(&args.speech, global, intra, lanes, cpu_limits)?
+        },
         extra: ExtraOptions {
             format: args.format.map(|f| match f {
                 FormatArg::Mp4 => OutputKind::Mp4,
@@ -159,6 +163,7 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         book: talker::book::BookOptions::default(),
         settings: RenderSettings::default(),
         threads: args.threads,
+        speech_lanes: None,
         batch_budget: 0,
         deterministic: false,
         no_cache: false,
@@ -197,6 +202,7 @@ pub fn run_preview(
             ..RenderSettings::default()
         },
         threads: None,
+        speech_lanes: None,
         batch_budget: 0,
         deterministic: false,
         no_cache: false,
