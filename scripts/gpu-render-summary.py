@@ -87,6 +87,8 @@ def main():
         bs = batch_speech(res, rec["wall_s"])
         if bs:
             line += "  batch speech " + json.dumps(bs)
+        if isinstance(res, dict) and isinstance(res.get("stage_seconds"), dict):
+            line += "  stages " + json.dumps({k: round(v, 2) for k, v in res["stage_seconds"].items() if v})
         for key in ("backend", "gpu", "precision"):
             if isinstance(res, dict) and key in res:
                 line += f"  {key}={res[key]}"
@@ -98,10 +100,22 @@ def main():
             u = gpu_util(os.path.join(out, "raw", f"gpu-util-{kind}-{b}.csv"))
             if u:
                 print(f"gpu during {kind}-{b}: {json.dumps(u)}")
-    for kind in ("example", "batch", "long"):
+    for kind in ("example", "batch", "long", "book"):
         c, p = steps.get(f"{kind}-cuda"), steps.get(f"{kind}-cpu")
         if c and p and c["rc"] == 0 and p["rc"] == 0:
             print(f"{kind}: cuda is {p['wall_s'] / c['wall_s']:.2f}x the cpu backend's speed (wall ratio)")
+    # Issue 19's targets: (step, least real-time factor, least cores busy).
+    for step, least, cores in (("book-cuda", 300, None), ("book-cpu", 80, None), ("long-cuda", 100, 13),
+                               ("batch-cuda", 110, None)):
+        rec = steps.get(step)
+        audio = audio_seconds(rec.get("stdout_last")) if rec else None
+        if not rec or rec["rc"] != 0 or not audio:
+            print(f"target {step}: not measured")
+            continue
+        x = audio / rec["wall_s"]
+        ok = x >= least and (cores is None or rec["cores_busy"] >= cores)
+        more = f", cores busy {rec['cores_busy']} (want >= {cores})" if cores else ""
+        print(f"target {step}: {x:.1f}x real time (want >= {least}){more}: {'met' if ok else 'MISSED'}")
 
 
 main()

@@ -11,7 +11,6 @@
 //! Memory is bounded by the channel capacity and the speech window, not by the script's length.
 //! The first real error stops every thread; knock-on errors from the stop are not reported.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -20,7 +19,7 @@ use crossbeam_channel::bounded;
 
 use crate::animate::{self, ChunkAudio, chunk_audio, frame_quantum};
 use crate::cache::{
-    Cache, ChunkDone, Key, adopt_rowless, chunk_refs, look_up_chunks, open_cache, report_warnings,
+    Cache, ChunkDone, adopt_rowless, chunk_refs, look_up_chunks, open_cache, report_warnings,
 };
 use crate::error::{Error, Result};
 use crate::look::Look;
@@ -30,8 +29,7 @@ use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{RenderReport, Written, phrase_hits};
 use crate::settings::{OutputKind, RenderOptions};
-use crate::speech::{SpeechEngine, SpeechService};
-use crate::tts::Speech;
+use crate::speech::{Phrases, SpeechEngine, SpeechService, Waiter};
 
 /// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
 /// workers: a render sends all its uncached sentences at once up to this many (about 15 minutes of
@@ -380,101 +378,6 @@ fn render_one(
     Ok(done)
 }
 
-/// What the speech thread has asked for and holds, by phrase key.
-#[derive(Default)]
-struct Ahead {
-    /// Speech ready for the chunks submitted and not yet sent.
-    ready: HashMap<Key, Speech>,
-    /// Submitted to the service: ticket → key.
-    tickets: HashMap<u64, Key>,
-    /// Keys waiting for a ticket.
-    waiting: HashMap<Key, u64>,
-    /// How many submitted, unsent chunk utterances use each key.
-    uses: HashMap<Key, usize>,
-}
-
-impl Ahead {
-    /// Looks a chunk's phrases up in the cache and asks the service for the missing ones.
-    fn request(
-        &mut self,
-        plan: &Plan,
-        chunk: usize,
-        engine: &mut SpeechEngine,
-        cache: &Cache,
-        progress: &dyn Progress,
-    ) -> Result<()> {
-        let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
-        let keys: Vec<Key> = utterances
-            .clone()
-            .map(|u| plan.utterances[u].key)
-            .filter(|k| !self.ready.contains_key(k) && !self.waiting.contains_key(k))
-            .collect();
-        if !keys.is_empty() {
-            let hits = cache.get_phrases(&keys).unwrap_or_else(|e| {
-                progress.event(Event::Warning {
-                    message: format!("{e}; synthesising without the cache"),
-                });
-                HashMap::new()
-            });
-            self.ready.extend(hits);
-        }
-        for u in utterances {
-            let key = plan.utterances[u].key;
-            *self.uses.entry(key).or_insert(0) += 1;
-            if !self.ready.contains_key(&key) && !self.waiting.contains_key(&key) {
-                let ticket = engine.submit(&plan.utterances[u])?;
-                self.tickets.insert(ticket, key);
-                self.waiting.insert(key, ticket);
-            }
-        }
-        Ok(())
-    }
-
-    /// Receives speech until every phrase of `chunk` is ready; new speech is cached.
-    fn wait_for(
-        &mut self,
-        plan: &Plan,
-        chunk: usize,
-        engine: &mut SpeechEngine,
-        shared: &Shared,
-    ) -> Result<()> {
-        let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
-        while utterances
-            .clone()
-            .any(|u| !self.ready.contains_key(&plan.utterances[u].key))
-        {
-            let t = Instant::now();
-            let (ticket, speech) = engine.next(shared.progress, &|| shared.stopped())?;
-            shared.clock.add(Stage::Speech, t.elapsed());
-            let Some(key) = self.tickets.remove(&ticket) else {
-                continue;
-            };
-            self.waiting.remove(&key);
-            if let Err(e) = shared.cache.put_phrase(key, &speech) {
-                shared.progress.event(Event::Warning {
-                    message: format!("{e}; this phrase is not cached"),
-                });
-            }
-            self.ready.insert(key, speech);
-        }
-        Ok(())
-    }
-
-    /// Forgets the speech of a sent chunk that no later submitted chunk needs.
-    fn release(&mut self, plan: &Plan, chunk: usize) {
-        for u in plan.chunk_utterances(&plan.chunks[chunk]) {
-            let key = plan.utterances[u].key;
-            if let Some(n) = self.uses.get_mut(&key) {
-                *n -= 1;
-                if *n == 0 {
-                    self.uses.remove(&key);
-                    self.ready.remove(&key);
-                }
-            }
-        }
-    }
-}
-
 /// Walks the chunks to render in order. Speech is asked for ahead: on a batching backend (the
 /// GPU) every uncached sentence up to [`SPEECH_AHEAD`], otherwise the next chunk's, so the
 /// backend works while the chunk workers draw and encode. Each chunk's audio goes to the workers
@@ -488,7 +391,8 @@ fn speech_loop(
     let plan = shared.plan;
     let quantum = frame_quantum(plan.sample_rate, shared.look.video.fps);
     let ahead_limit = if engine.batches() { SPEECH_AHEAD } else { 0 };
-    let mut ahead = Ahead::default();
+    let mut ahead = Phrases::default();
+    let stopped = || shared.stopped();
     let mut done_utterances = 0u64;
     let mut submitted = 0;
     // Utterances of the chunks requested and not yet sent: what `ahead` may hold.
@@ -504,8 +408,14 @@ fn speech_loop(
             held += utterances(todo[submitted]);
             submitted += 1;
         }
-        ahead.wait_for(plan, c, engine, shared)?;
-        let audio = chunk_audio(plan, c, &ahead.ready, quantum);
+        let waiter = Waiter {
+            cache: shared.cache,
+            progress: shared.progress,
+            clock: shared.clock,
+            stopped: &stopped,
+        };
+        ahead.wait_for(plan, c, engine, waiter)?;
+        let audio = chunk_audio(plan, c, ahead.ready(), quantum);
         ahead.release(plan, c);
         held -= utterances(c);
         done_utterances += utterances(c) as u64;

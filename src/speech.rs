@@ -281,8 +281,123 @@ pub fn hash_file(path: &std::path::Path) -> Result<[u8; 32], SpeechError> {
     Ok(hasher.finalize().into())
 }
 
-/// Speech for every utterance of `chunks`: from the phrase cache where it is, synthesised (and
-/// cached) where not. Cache failures only cost speed. Returns `Cancelled` soon after `stop` is set.
+/// What waiting for speech needs besides the engine: where new speech is cached, where
+/// warnings and engine events go, the clock speech time is added to, and whether to stop.
+pub struct Waiter<'a> {
+    pub cache: &'a Cache,
+    pub progress: &'a dyn Progress,
+    pub clock: &'a Clock,
+    pub stopped: &'a dyn Fn() -> bool,
+}
+
+/// The one phrase scheduler of a render (video and audio-only alike): looks each chunk's phrases
+/// up in the cache, asks the engine once for each phrase missing, caches what comes back (a
+/// phrase that cannot be cached only costs speed, with a warning) and holds the speech until no
+/// requested chunk needs it. Chunks requested first are asked for first, so the batcher, which
+/// serves the oldest item first, speaks them first.
+#[derive(Default)]
+pub struct Phrases {
+    /// Speech ready for the chunks requested and not yet released.
+    ready: HashMap<Key, Speech>,
+    /// Submitted to the service: ticket → key.
+    tickets: HashMap<u64, Key>,
+    /// Keys waiting for a ticket.
+    waiting: HashMap<Key, u64>,
+    /// How many requested, unreleased chunk utterances use each key.
+    uses: HashMap<Key, usize>,
+}
+
+impl Phrases {
+    /// Looks a chunk's phrases up in the cache and asks the service for the missing ones.
+    pub fn request(
+        &mut self,
+        plan: &Plan,
+        chunk: usize,
+        engine: &mut SpeechEngine,
+        cache: &Cache,
+        progress: &dyn Progress,
+    ) -> crate::Result<()> {
+        let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
+        let keys: Vec<Key> = utterances
+            .clone()
+            .map(|u| plan.utterances[u].key)
+            .filter(|k| !self.ready.contains_key(k) && !self.waiting.contains_key(k))
+            .collect();
+        if !keys.is_empty() {
+            let hits = cache.get_phrases(&keys).unwrap_or_else(|e| {
+                progress.event(Event::Warning {
+                    message: format!("{e}; synthesising without the cache"),
+                });
+                HashMap::new()
+            });
+            report_warnings(cache, progress);
+            self.ready.extend(hits);
+        }
+        for u in utterances {
+            let key = plan.utterances[u].key;
+            *self.uses.entry(key).or_insert(0) += 1;
+            if !self.ready.contains_key(&key) && !self.waiting.contains_key(&key) {
+                let ticket = engine.submit(&plan.utterances[u])?;
+                self.tickets.insert(ticket, key);
+                self.waiting.insert(key, ticket);
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives speech until every phrase of `chunk` is ready; new speech is cached.
+    pub fn wait_for(
+        &mut self,
+        plan: &Plan,
+        chunk: usize,
+        engine: &mut SpeechEngine,
+        w: Waiter<'_>,
+    ) -> crate::Result<()> {
+        let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
+        while utterances
+            .clone()
+            .any(|u| !self.ready.contains_key(&plan.utterances[u].key))
+        {
+            let t = Instant::now();
+            let (ticket, speech) = engine.next(w.progress, w.stopped)?;
+            w.clock.add(Stage::Speech, t.elapsed());
+            let Some(key) = self.tickets.remove(&ticket) else {
+                continue;
+            };
+            self.waiting.remove(&key);
+            if let Err(e) = w.cache.put_phrase(key, &speech) {
+                w.progress.event(Event::Warning {
+                    message: format!("{e}; this phrase is not cached"),
+                });
+            }
+            self.ready.insert(key, speech);
+        }
+        Ok(())
+    }
+
+    /// The speech ready so far, by phrase key.
+    pub fn ready(&self) -> &HashMap<Key, Speech> {
+        &self.ready
+    }
+
+    /// Forgets the speech of a chunk that no later requested chunk needs.
+    pub fn release(&mut self, plan: &Plan, chunk: usize) {
+        for u in plan.chunk_utterances(&plan.chunks[chunk]) {
+            let key = plan.utterances[u].key;
+            if let Some(n) = self.uses.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.uses.remove(&key);
+                    self.ready.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+/// Speech for every utterance of `chunks`, through [`Phrases`]: all of them asked for at once
+/// (several CPU lanes then speak different sentences together), each chunk's waited for in
+/// order. Returns `Cancelled` soon after `stop` is set.
 pub fn speak(
     plan: &Plan,
     chunks: &[usize],
@@ -292,47 +407,24 @@ pub fn speak(
     clock: &Clock,
     stop: &AtomicBool,
 ) -> crate::Result<HashMap<Key, Speech>> {
-    let utterances = || {
-        chunks
-            .iter()
-            .flat_map(|&c| plan.chunk_utterances(&plan.chunks[c]))
-    };
-    let keys: Vec<Key> = utterances().map(|u| plan.utterances[u].key).collect();
-    let mut speeches = cache.get_phrases(&keys).unwrap_or_else(|e| {
-        progress.event(Event::Warning {
-            message: format!("{e}; synthesising without the cache"),
-        });
-        HashMap::new()
-    });
-    report_warnings(cache, progress);
-    let mut missing: Vec<usize> = Vec::new();
-    for u in utterances() {
-        let key = plan.utterances[u].key;
-        if !speeches.contains_key(&key) && !missing.iter().any(|&m| plan.utterances[m].key == key) {
-            missing.push(u);
-        }
-    }
-    // Without batching, one utterance per call, so a stop is seen between sentences.
-    let per_call = if engine.batches() { missing.len() } else { 1 };
-    for group in missing.chunks(per_call.max(1)) {
+    let mut phrases = Phrases::default();
+    for &c in chunks {
         if stop.load(Ordering::Relaxed) {
             return Err(crate::Error::Cancelled);
         }
-        let t = Instant::now();
-        let utts: Vec<_> = group.iter().map(|&u| &plan.utterances[u]).collect();
-        let out = engine.synthesize(&utts)?;
-        clock.add(Stage::Speech, t.elapsed());
-        for (&u, speech) in group.iter().zip(out) {
-            let key = plan.utterances[u].key;
-            if let Err(e) = cache.put_phrase(key, &speech) {
-                progress.event(Event::Warning {
-                    message: format!("{e}; this phrase is not cached"),
-                });
-            }
-            speeches.insert(key, speech);
-        }
+        phrases.request(plan, c, engine, cache, progress)?;
     }
-    Ok(speeches)
+    let stopped = || stop.load(Ordering::Relaxed);
+    for &c in chunks {
+        let w = Waiter {
+            cache,
+            progress,
+            clock,
+            stopped: &stopped,
+        };
+        phrases.wait_for(plan, c, engine, w)?;
+    }
+    Ok(phrases.ready)
 }
 
 #[cfg(test)]

@@ -271,6 +271,19 @@ fn bad_voice_and_arguments() {
         ],
         "0..=8192",
     );
+    refused(
+        d,
+        &[
+            "render",
+            s(&script),
+            s(&portrait),
+            "-o",
+            s(&out),
+            "--speech-lanes",
+            "0",
+        ],
+        "1..=256",
+    );
 }
 
 /// FFmpeg writes only to UTF-8 names: another output or cache name is refused before any work.

@@ -465,6 +465,61 @@ fn epub_to_m4b_with_chapters_metadata_and_vtt() {
     );
 }
 
+/// Long enough (about 40 s) that an M4B's AAC is encoded in several pieces on two threads: the
+/// file is the same run to run, and as long, with the same chapters, as on one thread or with two
+/// voice sessions.
+#[test]
+fn a_book_encoded_in_pieces_is_reproducible_and_timed_as_on_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let md = d.join("book.md");
+    let para = |from: usize| -> String {
+        let places = ["harbour", "bridge", "garden", "station"];
+        (from..from + 4)
+            .map(|i| {
+                format!(
+                    "The river carried boat number {i} past the quiet {} while everyone slept. ",
+                    places[i % 4]
+                )
+            })
+            .collect()
+    };
+    std::fs::write(
+        &md,
+        format!("# One\n\n{}\n\n# Two\n\n{}\n", para(1), para(5)),
+    )
+    .unwrap();
+    let (a, b, one) = (d.join("a.m4b"), d.join("b.m4b"), d.join("one.m4b"));
+    render(d, &md, &a, &["--threads", "2"]);
+    render(d, &md, &b, &["--threads", "2"]);
+    render(d, &md, &one, &["--threads", "1"]);
+    assert!(
+        std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+        "two deterministic renders differ"
+    );
+    let (pa, p1) = (probe(&a), probe(&one));
+    let seconds: f64 = pa["format"]["duration"].as_str().unwrap().parse().unwrap();
+    assert!(seconds > 25.0, "too short for several pieces: {seconds} s");
+    assert_eq!(pa["format"]["duration"], p1["format"]["duration"]);
+    assert_eq!(
+        pa["streams"][0]["duration_ts"],
+        p1["streams"][0]["duration_ts"]
+    );
+    assert_eq!(chapter_list(&pa), chapter_list(&p1));
+    // Two voice sessions speaking at once (no cache: both speak) time the book the same.
+    let lanes = d.join("lanes.m4b");
+    let report = render(
+        d,
+        &md,
+        &lanes,
+        &["--threads", "2", "--speech-lanes", "2", "--no-cache"],
+    );
+    assert!(report["speech"]["synthesized"].as_u64().unwrap() > 0);
+    let pl = probe(&lanes);
+    assert_eq!(pl["format"]["duration"], p1["format"]["duration"]);
+    assert_eq!(chapter_list(&pl), chapter_list(&p1));
+}
+
 #[test]
 fn markdown_to_mp4_chapters_and_srt() {
     let dir = tempfile::tempdir().unwrap();

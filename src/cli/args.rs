@@ -204,6 +204,11 @@ pub struct RenderArgs {
     /// Worker threads [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// On the CPU backend: voice-model sessions speaking different sentences at once, sharing the
+    /// threads (lanes x intra-op threads = --threads). Each costs about 200 MB (the model and its
+    /// activations) [default: one per core from 4 threads (one per two from 8), else one].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub speech_lanes: Option<u16>,
     /// On the CPU: most phoneme ids per voice-model call; sentences of similar length share a call
     /// up to this budget (0 = one sentence per call; at most 8192, the GPU's own budget, about
     /// 330 s of audio in one call). On CPUs batching does not pay (see the README's figures).
@@ -310,8 +315,10 @@ mod tests {
     fn every_render_flag_is_a_job_spec_field() {
         use clap::CommandFactory;
         const NOT_IN_SPECS: &[&str] = &[
-            // Threads, CPU batching and the cache: the same output however they are set.
+            // Threads, speech lanes, CPU batching and the cache: the same output however they
+            // are set (a worker runs one speech session per concurrent render).
             "threads",
+            "speech_lanes",
             "batch_budget",
             "no_cache",
             "cache",

@@ -65,7 +65,11 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         },
         settings: args.settings.clone(),
         threads,
-        speech: speech_setup(&args.speech, global, threads, 1, cpu_limits)?,
+        speech: {
+            let lanes = args.speech_lanes.map(usize::from);
+            let (lanes, intra) = talker::tts::select::cpu_split(threads, lanes);
+            speech_setup(&args.speech, global, intra, lanes, cpu_limits)?
+        },
     })
 }
 
@@ -128,6 +132,7 @@ pub fn run_bench(args: &BenchArgs, global: &Global) -> Result<()> {
         output: None,
         settings: RenderSettings::default(),
         threads: args.threads,
+        speech_lanes: None,
         batch_budget: 0,
         no_cache: false,
         speech: args.speech.clone(),
@@ -160,6 +165,7 @@ pub fn run_preview(
             ..RenderSettings::default()
         },
         threads: None,
+        speech_lanes: None,
         batch_budget: 0,
         no_cache: false,
         speech: SpeechArgs {

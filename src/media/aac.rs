@@ -41,18 +41,17 @@ pub(crate) const AAC: TrackCodec = TrackCodec {
 
 pub(crate) struct AacTrack {
     encoder: encoder::Audio,
-    resampler: resampling::Context,
+    to_rate: ToRate,
     fifo: Vec<f32>,
     frame_size: usize,
     next_pts: i64,
-    in_rate: u32,
     rate: u32,
     stream_index: usize,
     stream_tb: Rational,
     path: PathBuf,
 }
 
-fn mono(format: format::Sample, samples: usize, rate: u32) -> frame::Audio {
+pub(super) fn mono(format: format::Sample, samples: usize, rate: u32) -> frame::Audio {
     let mut frame = frame::Audio::new(format, samples, ChannelLayout::MONO);
     frame.set_channels(1);
     frame.set_rate(rate);
@@ -60,7 +59,128 @@ fn mono(format: format::Sample, samples: usize, rate: u32) -> frame::Audio {
 }
 
 const S16: format::Sample = format::Sample::I16(format::sample::Type::Packed);
-const FLTP: format::Sample = format::Sample::F32(format::sample::Type::Planar);
+pub(super) const FLTP: format::Sample = format::Sample::F32(format::sample::Type::Planar);
+
+/// Opens `spec`'s encoder for planar f32 mono at its rate and bit rate.
+/// Adds `out`'s stream for a track encoded by `encoder` (or one opened alike).
+pub(super) fn add_stream(
+    path: &Path,
+    encoder: &encoder::Audio,
+    rate: u32,
+    out: &mut format::context::Output,
+) -> Result<(), MediaError> {
+    let mut st = ff(path, "add audio stream", out.add_stream(encoder.codec()))?;
+    st.set_parameters(encoder);
+    st.set_time_base(Rational::new(1, rate as i32));
+    Ok(())
+}
+
+pub(super) fn open_encoder(
+    path: &Path,
+    spec: TrackCodec,
+    global_header: bool,
+) -> Result<encoder::Audio, MediaError> {
+    let codec = encoder::find_by_name(spec.name).ok_or_else(|| MediaError::Ffmpeg {
+        path: path.to_path_buf(),
+        step: "find audio encoder",
+        source: ffmpeg_next::Error::EncoderNotFound,
+    })?;
+    let mut enc = ff(
+        path,
+        "create aac encoder",
+        codec::Context::new_with_codec(codec).encoder().audio(),
+    )?;
+    enc.set_rate(spec.rate as i32);
+    enc.set_format(FLTP);
+    enc.set_channel_layout(ChannelLayout::MONO);
+    enc.set_channels(1);
+    enc.set_bit_rate(spec.bit_rate);
+    enc.set_time_base(Rational::new(1, spec.rate as i32));
+    if global_header {
+        enc.set_flags(codec::Flags::GLOBAL_HEADER);
+    }
+    // The default "twoloop" coder made AAC most of the assembly time; "fast" is several times
+    // quicker and transparent for speech at this bit rate.
+    let mut opts = ffmpeg_next::Dictionary::new();
+    if spec.name == "aac" {
+        opts.set("aac_coder", "fast");
+    }
+    ff(path, "open audio encoder", enc.open_with(opts))
+}
+
+/// The resampler in front of an encoder: s16 at the voice's rate in, f32 at the codec's out.
+pub(super) struct ToRate {
+    resampler: resampling::Context,
+    in_rate: u32,
+    rate: u32,
+    path: PathBuf,
+}
+
+impl ToRate {
+    pub(super) fn new(path: &Path, in_rate: u32, rate: u32) -> Result<ToRate, MediaError> {
+        let resampler = ff(
+            path,
+            "create resampler",
+            resampling::Context::get(
+                S16,
+                ChannelLayout::MONO,
+                in_rate,
+                FLTP,
+                ChannelLayout::MONO,
+                rate,
+            ),
+        )?;
+        Ok(ToRate {
+            resampler,
+            in_rate,
+            rate,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Resamples `pcm` onto the end of `fifo`.
+    pub(super) fn run(&mut self, pcm: &[i16], fifo: &mut Vec<f32>) -> Result<(), MediaError> {
+        if pcm.is_empty() {
+            return Ok(());
+        }
+        let mut input = mono(S16, pcm.len(), self.in_rate);
+        input.plane_mut::<i16>(0).copy_from_slice(pcm);
+        let pending = self
+            .resampler
+            .delay()
+            .map_or(0, |d| d.output.max(0) as usize);
+        let room = pending + (pcm.len() * self.rate as usize).div_ceil(self.in_rate as usize) + 16;
+        let mut resampled = mono(FLTP, room, self.rate);
+        ff(
+            &self.path,
+            "resample audio",
+            self.resampler.run(&input, &mut resampled),
+        )?;
+        fifo.extend_from_slice(&resampled.plane::<f32>(0)[..resampled.samples()]);
+        Ok(())
+    }
+
+    /// Drains what the resampler still holds onto the end of `fifo`.
+    pub(super) fn flush(&mut self, fifo: &mut Vec<f32>) -> Result<(), MediaError> {
+        loop {
+            // Left unallocated so swresample sizes it to what it still holds.
+            let mut tail = frame::Audio::empty();
+            tail.set_format(FLTP);
+            tail.set_channel_layout(ChannelLayout::MONO);
+            tail.set_channels(1);
+            tail.set_rate(self.rate);
+            ff(
+                &self.path,
+                "flush resampler",
+                self.resampler.flush(&mut tail),
+            )?;
+            if tail.samples() == 0 {
+                return Ok(());
+            }
+            fifo.extend_from_slice(&tail.plane::<f32>(0)[..tail.samples()]);
+        }
+    }
+}
 
 impl AacTrack {
     /// Opens ffmpeg's native `aac` encoder and a resampler from `in_rate`.
@@ -79,70 +199,24 @@ impl AacTrack {
         global_header: bool,
         codec: TrackCodec,
     ) -> Result<AacTrack, MediaError> {
-        let spec = codec;
-        let codec = encoder::find_by_name(spec.name).ok_or_else(|| MediaError::Ffmpeg {
-            path: path.to_path_buf(),
-            step: "find audio encoder",
-            source: ffmpeg_next::Error::EncoderNotFound,
-        })?;
-        let mut enc = ff(
-            path,
-            "create aac encoder",
-            codec::Context::new_with_codec(codec).encoder().audio(),
-        )?;
-        enc.set_rate(spec.rate as i32);
-        enc.set_format(FLTP);
-        enc.set_channel_layout(ChannelLayout::MONO);
-        enc.set_channels(1);
-        enc.set_bit_rate(spec.bit_rate);
-        enc.set_time_base(Rational::new(1, spec.rate as i32));
-        if global_header {
-            enc.set_flags(codec::Flags::GLOBAL_HEADER);
-        }
-        // The default "twoloop" coder made AAC most of the assembly time; "fast" is several times
-        // quicker and transparent for speech at this bit rate.
-        let mut opts = ffmpeg_next::Dictionary::new();
-        if spec.name == "aac" {
-            opts.set("aac_coder", "fast");
-        }
-        let encoder = ff(path, "open audio encoder", enc.open_with(opts))?;
+        let encoder = open_encoder(path, codec, global_header)?;
         let frame_size = encoder.frame_size() as usize;
-        let resampler = ff(
-            path,
-            "create resampler",
-            resampling::Context::get(
-                S16,
-                ChannelLayout::MONO,
-                in_rate,
-                FLTP,
-                ChannelLayout::MONO,
-                spec.rate,
-            ),
-        )?;
         Ok(AacTrack {
             encoder,
-            resampler,
+            to_rate: ToRate::new(path, in_rate, codec.rate)?,
             fifo: Vec::with_capacity(frame_size * 4),
             frame_size: frame_size.max(1),
             next_pts: 0,
-            in_rate,
-            rate: spec.rate,
+            rate: codec.rate,
             stream_index: 0,
-            stream_tb: Rational::new(1, spec.rate as i32),
+            stream_tb: Rational::new(1, codec.rate as i32),
             path: path.to_path_buf(),
         })
     }
 
     /// Adds the output's stream for this track, described by the opened encoder's parameters.
     pub(crate) fn add_stream(&self, out: &mut format::context::Output) -> Result<(), MediaError> {
-        let mut st = ff(
-            &self.path,
-            "add audio stream",
-            out.add_stream(self.encoder.codec()),
-        )?;
-        st.set_parameters(&self.encoder);
-        st.set_time_base(Rational::new(1, self.rate as i32));
-        Ok(())
+        add_stream(&self.path, &self.encoder, self.rate, out)
     }
 
     /// Where packets go; the time base is the one the muxer chose in `write_header`.
@@ -157,47 +231,13 @@ impl AacTrack {
         pcm: &[i16],
         out: &mut format::context::Output,
     ) -> Result<(), MediaError> {
-        if pcm.is_empty() {
-            return Ok(());
-        }
-        let mut input = mono(S16, pcm.len(), self.in_rate);
-        input.plane_mut::<i16>(0).copy_from_slice(pcm);
-        let pending = self
-            .resampler
-            .delay()
-            .map_or(0, |d| d.output.max(0) as usize);
-        let room = pending + (pcm.len() * self.rate as usize).div_ceil(self.in_rate as usize) + 16;
-        let mut resampled = mono(FLTP, room, self.rate);
-        ff(
-            &self.path,
-            "resample audio",
-            self.resampler.run(&input, &mut resampled),
-        )?;
-        self.fifo
-            .extend_from_slice(&resampled.plane::<f32>(0)[..resampled.samples()]);
+        self.to_rate.run(pcm, &mut self.fifo)?;
         self.encode_full_frames(out)
     }
 
     /// Drains the resampler, encodes the short last frame and flushes the encoder.
     pub(crate) fn finish(mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
-        loop {
-            // Left unallocated so swresample sizes it to what it still holds.
-            let mut tail = frame::Audio::empty();
-            tail.set_format(FLTP);
-            tail.set_channel_layout(ChannelLayout::MONO);
-            tail.set_channels(1);
-            tail.set_rate(self.rate);
-            ff(
-                &self.path,
-                "flush resampler",
-                self.resampler.flush(&mut tail),
-            )?;
-            if tail.samples() == 0 {
-                break;
-            }
-            self.fifo
-                .extend_from_slice(&tail.plane::<f32>(0)[..tail.samples()]);
-        }
+        self.to_rate.flush(&mut self.fifo)?;
         self.encode_full_frames(out)?;
         if !self.fifo.is_empty() {
             // The encoder accepts one short frame at the end (AV_CODEC_CAP_SMALL_LAST_FRAME).

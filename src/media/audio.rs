@@ -6,7 +6,9 @@
 //! Input: title, author and chapters (times in seconds) up front; then s16 mono PCM in order, any
 //! number of pushes. Output: the file under its final name,
 //! only complete (temp file + rename), the moov atom in front (faststart).
-//! Memory: one AAC frame of PCM at a time; a 10-hour book needs no more than a minute's.
+//! Memory: one AAC frame of PCM at a time on one thread; on more, the AAC of an M4B/M4A is
+//! encoded in pieces of about 11 s at once ([`super::aac_pieces`]), at most two a thread in
+//! flight. A 10-hour book needs no more than a minute's either way.
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -15,6 +17,7 @@ use std::path::{Path, PathBuf};
 use ffmpeg_next::{Dictionary, Rational, format};
 
 use super::aac::{AAC, AacTrack, TrackCodec};
+use super::aac_pieces::PieceTrack;
 use super::atomic::PartialFile;
 use super::error::{MediaError, ff, io};
 use super::subtitles::{MS, to_ms};
@@ -68,6 +71,11 @@ enum Sink {
         out: format::context::Output,
         aac: Box<AacTrack>,
     },
+    /// M4B and M4A on more than one thread: the AAC track encoded in pieces at once.
+    Pieces {
+        out: format::context::Output,
+        aac: Box<PieceTrack>,
+    },
     Wav {
         file: BufWriter<File>,
         rate: u32,
@@ -91,12 +99,14 @@ pub struct AudioMeta {
 }
 
 impl AudioWriter {
+    /// `threads` above one encodes an M4B's or M4A's AAC in pieces on that many threads.
     pub fn create(
         output: &Path,
         kind: AudioFormat,
         sample_rate: u32,
         meta: &AudioMeta,
         acx: bool,
+        threads: usize,
     ) -> Result<AudioWriter, MediaError> {
         for (text, what) in [(&meta.title, "title"), (&meta.author, "author")] {
             if text.as_ref().is_some_and(|t| t.contains('\0')) {
@@ -129,7 +139,14 @@ impl AudioWriter {
             AudioFormat::M4b | AudioFormat::M4a | AudioFormat::Mp3 => {
                 init()?;
                 let codec = kind.codec(acx).unwrap_or(AAC);
-                encoded_sink(output, partial.path(), kind, sample_rate, meta, codec)?
+                encoded_sink(
+                    output,
+                    partial.path(),
+                    kind,
+                    (sample_rate, codec),
+                    meta,
+                    threads,
+                )?
             }
         };
         Ok(AudioWriter {
@@ -142,6 +159,7 @@ impl AudioWriter {
     pub fn push(&mut self, pcm: &[i16]) -> Result<(), MediaError> {
         match &mut self.sink {
             Sink::Mp4 { out, aac, .. } => aac.push(pcm, out),
+            Sink::Pieces { out, aac } => aac.push(pcm, out),
             Sink::Wav { file, bytes, .. } => {
                 *bytes += 2 * pcm.len() as u64;
                 if *bytes > WAV_MAX_DATA {
@@ -160,6 +178,11 @@ impl AudioWriter {
         let path = self.path;
         match self.sink {
             Sink::Mp4 { mut out, aac } => {
+                (*aac).finish(&mut out)?;
+                ff(&path, "write trailer", out.write_trailer())?;
+                drop(out);
+            }
+            Sink::Pieces { mut out, aac } => {
                 (*aac).finish(&mut out)?;
                 ff(&path, "write trailer", out.write_trailer())?;
                 drop(out);
@@ -186,9 +209,9 @@ fn encoded_sink(
     output: &Path,
     temp: &Path,
     kind: AudioFormat,
-    sample_rate: u32,
+    (sample_rate, codec): (u32, TrackCodec),
     meta: &AudioMeta,
-    codec: TrackCodec,
+    threads: usize,
 ) -> Result<Sink, MediaError> {
     let muxer = if kind == AudioFormat::Mp3 {
         "mp3"
@@ -197,8 +220,26 @@ fn encoded_sink(
     };
     let mut out = ff(output, "create output file", format::output_as(temp, muxer))?;
     let global_header = out.format().flags().contains(format::Flags::GLOBAL_HEADER);
-    let mut aac = AacTrack::open_codec(output, sample_rate, global_header, codec)?;
-    aac.add_stream(&mut out)?;
+    let track = if kind == AudioFormat::Mp3 || threads < 2 {
+        Track::Serial(AacTrack::open_codec(
+            output,
+            sample_rate,
+            global_header,
+            codec,
+        )?)
+    } else {
+        Track::Pieces(PieceTrack::open(
+            output,
+            sample_rate,
+            global_header,
+            codec,
+            threads,
+        )?)
+    };
+    match &track {
+        Track::Serial(aac) => aac.add_stream(&mut out)?,
+        Track::Pieces(aac) => aac.add_stream(&mut out)?,
+    }
     for (i, c) in meta.chapters.iter().enumerate() {
         let what = format!("chapter {i}");
         let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
@@ -245,11 +286,28 @@ fn encoded_sink(
     let tb = out
         .stream(0)
         .map_or(Rational::new(1, codec.rate as i32), |s| s.time_base());
-    aac.set_stream(0, tb);
-    Ok(Sink::Mp4 {
-        out,
-        aac: Box::new(aac),
+    Ok(match track {
+        Track::Serial(mut aac) => {
+            aac.set_stream(0, tb);
+            Sink::Mp4 {
+                out,
+                aac: Box::new(aac),
+            }
+        }
+        Track::Pieces(mut aac) => {
+            aac.set_stream(0, tb);
+            Sink::Pieces {
+                out,
+                aac: Box::new(aac),
+            }
+        }
     })
+}
+
+/// The encoder of an M4B/M4A/MP3 before it joins its sink.
+enum Track {
+    Serial(AacTrack),
+    Pieces(PieceTrack),
 }
 
 /// The 44-byte header of a mono 16-bit PCM WAV file with `data_bytes` of samples.

@@ -9,6 +9,7 @@
 //! re-encoding; frame i of a chunk has pts i in 1/fps.
 
 mod aac;
+mod aac_pieces;
 mod assemble;
 mod atomic;
 mod audio;

@@ -265,7 +265,7 @@ impl Speaker<'_> {
         let rate = self.plan.sample_rate;
         let cache = self.cache;
         media::remove_stale_partials(&opts.output);
-        let mut writer = AudioWriter::create(&opts.output, format, rate, meta, acx)?;
+        let mut writer = AudioWriter::create(&opts.output, format, rate, meta, acx, opts.threads)?;
         let mut after = levelling.as_ref().and_then(|_| Meter::new(1, rate));
         let mut levelled = Vec::new();
         self.each_chunk(

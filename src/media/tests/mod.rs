@@ -5,6 +5,7 @@
 //! neither the target nor a temp file was left behind.
 
 mod assemble_tests;
+mod audio_piece_tests;
 mod chunk_tests;
 mod error_tests;
 mod subtitle_tests;
