@@ -62,16 +62,22 @@ fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-/// CPU seconds used by this process so far (all threads).
-fn cpu_seconds() -> f64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
-    let usage = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
-        usage.assume_init()
-    };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
-    t(usage.ru_utime) + t(usage.ru_stime)
+/// How close the cold render came to what this machine allows: its CPU seconds per second of
+/// audio, spread over every core, give the real-time factor of a render that kept all cores busy
+/// with the same work. (GPU time is not CPU time: with speech on a GPU the bound is the CPU's.)
+fn bound(r: &RenderReport) -> Value {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let cpu_per_audio_s = r.cpu_seconds / r.audio_seconds.max(1e-9);
+    let bound = cores / cpu_per_audio_s.max(1e-9);
+    let achieved = r.audio_seconds / r.wall_seconds.max(1e-9);
+    json!({
+        "cores": cores,
+        "cpu_s_per_audio_s": cpu_per_audio_s,
+        "bound_real_time_factor": bound,
+        "achieved_real_time_factor": achieved,
+        "share_of_bound": achieved / bound,
+        "cores_busy_mean": r.cores_busy_mean,
+    })
 }
 
 fn render_json(r: &RenderReport, peak: Option<f64>) -> Value {
@@ -79,6 +85,9 @@ fn render_json(r: &RenderReport, peak: Option<f64>) -> Value {
         "wall_s": r.wall_seconds,
         "real_time_factor": r.audio_seconds / r.wall_seconds,
         "stage_thread_s": r.stage_seconds,
+        "stage_spans_s": r.stage_spans,
+        "cpu_s": r.cpu_seconds,
+        "cores_busy_mean": r.cores_busy_mean,
         "synthesized": r.speech.synthesized,
         "phrase_cache_hits": r.phrase_hits,
         "chunks": r.chunks,
@@ -121,6 +130,7 @@ pub fn run(opts: &BenchOptions) -> Result<Value> {
         "cold": render_json(&cold, cold_peak),
         "cached": render_json(&cached, cached_peak),
         "cached_speedup_vs_cold": cold.wall_seconds / cached.wall_seconds,
+        "bound": bound(&cold),
         "overhead_ratio": cold.wall_seconds / alone["encode"].as_f64().unwrap_or(f64::NAN),
         "tts": tts,
         "frame_synthesis": frames,
@@ -323,9 +333,12 @@ fn tts_comparison(opts: &BenchOptions) -> Result<Value> {
     let measure = |engine: &mut SpeechEngine| -> Result<Value> {
         engine.synthesize(&utterances[..1])?; // loads the model and warms it up
         engine.stats = Default::default();
-        let (t, cpu) = (Instant::now(), cpu_seconds());
+        let (t, cpu) = (Instant::now(), crate::progress::process_cpu_seconds());
         let out = engine.synthesize(&utterances)?;
-        let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+        let (wall, cpu) = (
+            t.elapsed().as_secs_f64(),
+            crate::progress::process_cpu_seconds() - cpu,
+        );
         let audio: f64 = out.iter().map(|s| s.pcm.len() as f64).sum::<f64>() / rate;
         Ok(
             json!({"wall_s": wall, "cpu_s": cpu, "audio_s": audio, "audio_s_per_s": audio / wall,

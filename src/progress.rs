@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Stages of a render. Progress is reported for some; time is measured for all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,20 +60,75 @@ impl Stage {
     }
 }
 
-/// Time spent per stage, summed over threads (so parallel stages can add up to more than the wall).
-#[derive(Debug, Default)]
+/// Time spent per stage, summed over threads (so parallel stages can add up to more than the wall),
+/// and the span each stage covered: from its first piece of work to its last, in seconds since
+/// the clock was made (where on the wall a stage ran, and so which stages overlapped).
+#[derive(Debug)]
 pub struct Clock {
+    origin: Instant,
+    /// The process's CPU seconds when the clock was made.
+    cpu_at_origin: f64,
     nanos: [AtomicU64; 9],
+    first: [AtomicU64; 9],
+    last: [AtomicU64; 9],
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock {
+            origin: Instant::now(),
+            cpu_at_origin: process_cpu_seconds(),
+            nanos: Default::default(),
+            first: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
+            last: Default::default(),
+        }
+    }
 }
 
 impl Clock {
+    /// `d` of work on `stage` that ended now.
     pub fn add(&self, stage: Stage, d: Duration) {
-        self.nanos[stage as usize].fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        let i = stage as usize;
+        let d = d.as_nanos() as u64;
+        self.nanos[i].fetch_add(d, Ordering::Relaxed);
+        let end = self.origin.elapsed().as_nanos() as u64;
+        self.first[i].fetch_min(end.saturating_sub(d), Ordering::Relaxed);
+        self.last[i].fetch_max(end, Ordering::Relaxed);
     }
 
     pub fn seconds(&self, stage: Stage) -> f64 {
         self.nanos[stage as usize].load(Ordering::Relaxed) as f64 * 1e-9
     }
+
+    /// CPU seconds the whole process used since the clock was made (every thread; a worker's
+    /// concurrent renders count together).
+    pub fn cpu_seconds(&self) -> f64 {
+        process_cpu_seconds() - self.cpu_at_origin
+    }
+
+    /// `[from, to]` seconds since the clock started, `None` for a stage that did no work.
+    pub fn span(&self, stage: Stage) -> Option<[f64; 2]> {
+        let i = stage as usize;
+        let first = self.first[i].load(Ordering::Relaxed);
+        (first != u64::MAX).then(|| {
+            [
+                first as f64 * 1e-9,
+                self.last[i].load(Ordering::Relaxed) as f64 * 1e-9,
+            ]
+        })
+    }
+}
+
+/// CPU seconds used by this process so far (user and system, all threads).
+pub fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(usage.ru_utime) + t(usage.ru_stime)
 }
 
 #[derive(Debug, Clone, Serialize)]

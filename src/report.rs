@@ -36,6 +36,14 @@ pub struct RenderReport {
     pub wall_seconds: f64,
     /// Seconds per stage summed over threads.
     pub stage_seconds: HashMap<&'static str, f64>,
+    /// Where on the wall each stage ran: `[from, to]` seconds after the render started, from
+    /// its first piece of work to its last (stages that did nothing are left out). Where spans
+    /// overlap, the stages ran side by side; the one that ends last is the critical path's tail.
+    pub stage_spans: HashMap<&'static str, [f64; 2]>,
+    /// CPU seconds the process used during the render (all threads).
+    pub cpu_seconds: f64,
+    /// `cpu_seconds / wall_seconds`: how many cores the render kept busy on average.
+    pub cores_busy_mean: f64,
     /// Audio-only renders with `--loudness`: what was measured and done.
     pub loudness: Option<Levelled>,
 }
@@ -60,6 +68,8 @@ impl RenderReport {
         clock: &Clock,
         started: Instant,
     ) -> RenderReport {
+        let wall_seconds = started.elapsed().as_secs_f64();
+        let cpu_seconds = clock.cpu_seconds();
         RenderReport {
             output: written.output,
             subtitles: written.subtitles,
@@ -76,11 +86,17 @@ impl RenderReport {
             backend: service.info().clone(),
             speech: engine.stats,
             speech_wait_seconds: 0.0,
-            wall_seconds: started.elapsed().as_secs_f64(),
+            wall_seconds,
             stage_seconds: Stage::ALL
                 .iter()
                 .map(|&s| (s.label(), clock.seconds(s)))
                 .collect(),
+            stage_spans: Stage::ALL
+                .iter()
+                .filter_map(|&s| Some((s.label(), clock.span(s)?)))
+                .collect(),
+            cpu_seconds,
+            cores_busy_mean: cpu_seconds / wall_seconds.max(1e-9),
             loudness: None,
         }
     }

@@ -348,6 +348,22 @@ fn render_report_names_the_backend_it_used() {
     assert_eq!(r["speech"]["mean_batch_items"], 1.0);
     assert!(r["speech"]["model_seconds"].as_f64().unwrap() > 0.0);
     assert!(r["speech_wait_seconds"].as_f64().unwrap() >= 0.0);
+    // Where the time went: the process's CPU seconds, the mean cores they kept busy, and each
+    // stage's span on the wall (speech before the frames that need it end; assembly last).
+    let wall = r["wall_seconds"].as_f64().unwrap();
+    let cpu = r["cpu_seconds"].as_f64().unwrap();
+    assert!(cpu > 0.0, "{r}");
+    assert!((r["cores_busy_mean"].as_f64().unwrap() - cpu / wall).abs() < 1e-6);
+    let span = |stage: &str| {
+        let s = &r["stage_spans"][stage];
+        [s[0].as_f64().unwrap(), s[1].as_f64().unwrap()]
+    };
+    for stage in ["script", "face", "speech", "frames", "encode", "assemble"] {
+        let [from, to] = span(stage);
+        assert!(0.0 <= from && from <= to && to <= wall, "{stage}: {r}");
+    }
+    assert!(span("speech")[0] < span("frames")[1], "{r}");
+    assert!(span("assemble")[0] >= span("frames")[0], "{r}");
 }
 
 /// `talker batch --concurrency 2`: both renders speak through one batcher, and the result says
