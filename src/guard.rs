@@ -225,7 +225,9 @@ pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
     let known = output
         .extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| crate::settings::Format::NAMES.contains(&e.to_ascii_lowercase().as_str()));
+        .is_some_and(|e| {
+            crate::media::OUTPUT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
+        });
     if normal == 0 || !known {
         return Err(
             "must name an .mp4, .m4b, .m4a, .wav or .mp3 file, e.g. \"series/episode-01.mp4\" or \"books/emma.m4b\""

@@ -24,6 +24,7 @@ pub mod phonemize;
 pub mod pipeline;
 #[cfg(feature = "render")]
 pub mod plan;
+pub mod pool;
 #[cfg(feature = "render")]
 pub mod prepare;
 #[cfg(feature = "render")]

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::look::Look;
 use crate::media;
 use crate::plan::Plan;
+use crate::pool::ChunkPool;
 use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{RenderReport, Written, phrase_hits};
@@ -92,7 +93,10 @@ pub fn run(
         progress,
         cancel,
         stop: AtomicBool::new(false),
-        workers: opts.threads.max(1),
+        pool: opts
+            .pool
+            .clone()
+            .unwrap_or_else(|| ChunkPool::new(opts.threads)),
         speech_wait_nanos: AtomicU64::new(0),
         adopted: AtomicUsize::new(0),
     };
@@ -165,8 +169,9 @@ struct Shared<'a> {
     cancel: &'a AtomicBool,
     /// Set on the first error or on cancel; every loop checks it.
     stop: AtomicBool,
-    /// Chunk workers (one per thread asked for; each x264 encoder uses one thread).
-    workers: usize,
+    /// The chunk slots: one chunk worker per slot, each holding one while it draws and encodes
+    /// (each x264 encoder uses one thread).
+    pool: ChunkPool,
     /// Time chunk workers spent waiting for a chunk's audio, summed.
     speech_wait_nanos: AtomicU64,
     /// Chunks found finished but rowless while rendering (see [`adopt_rowless`]).
@@ -216,7 +221,7 @@ fn run_threads(
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(e);
     };
-    let workers = shared.workers.min(todo.len()).max(1);
+    let workers = shared.pool.slots().min(todo.len()).max(1);
     let joined = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
@@ -248,9 +253,9 @@ fn run_threads(
                         shared
                             .speech_wait_nanos
                             .fetch_add(idle.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                        if shared.stopped() {
+                        let Some(_slot) = shared.pool.take(&|| shared.stopped()) else {
                             break;
-                        }
+                        };
                         match render_one(shared, i, &audio, frames_done) {
                             Ok(d) => results
                                 .lock()

@@ -26,6 +26,7 @@ use crate::book::{BookOptions, MAX_CHAPTER_DEPTH, Matter, NotesMode};
 use crate::cache::CacheLocation;
 use crate::media::loudness::Standard;
 use crate::media::{AudioFormat, SubtitleFormat, X264_PRESETS};
+use crate::pool::ChunkPool;
 pub use crate::script::Layout;
 use crate::script::{did_you_mean, kind};
 use crate::tts::select::SpeechSetup;
@@ -234,7 +235,7 @@ pub enum Format {
 
 impl Format {
     /// The names flags and specs take, in declaration order.
-    pub const NAMES: &[&str] = &["mp4", "m4b", "m4a", "wav", "mp3"];
+    pub const NAMES: &[&str] = crate::media::OUTPUT_EXTENSIONS;
 
     pub fn kind(self) -> OutputKind {
         match self {
@@ -641,6 +642,9 @@ pub struct RenderOptions {
     /// lexicons, book options, noise): what a job spec holds too.
     pub settings: RenderSettings,
     pub threads: usize,
+    /// The process's chunk slots, shared by all its renders (`batch`, `worker`); `None`: a pool
+    /// of `threads` slots for this render alone.
+    pub pool: Option<ChunkPool>,
     /// Backend, precision, engines and batching (a worker's renders share one service).
     pub speech: SpeechSetup,
 }

@@ -151,6 +151,7 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
             ..RenderSettings::default()
         },
         threads: 1,
+        pool: None,
         speech: SpeechSetup::cpu(
             Assets::locate(None)
                 .onnxruntime_library()

@@ -308,6 +308,9 @@ fn worker_options(
             assets: Assets::locate(global.assets.as_deref()),
             cache: cache_dir(global),
             threads,
+            // Every render may use all the worker's cores for chunks; the pool keeps the
+            // renders together within them.
+            pool: talker::pool::ChunkPool::new(threads * concurrency),
             speech: speech_setup(
                 &work.speech,
                 global,

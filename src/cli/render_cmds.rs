@@ -65,6 +65,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         },
         settings: args.settings.clone(),
         threads,
+        pool: None,
         speech: {
             let lanes = args.speech_lanes.map(usize::from);
             let (lanes, intra) = talker::tts::select::cpu_split(threads, lanes);

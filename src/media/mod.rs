@@ -36,6 +36,9 @@ pub use subtitles::{SubtitleFormat, srt_text, vtt_text, write_sidecar, write_srt
 pub use timeline::Timeline;
 
 /// x264 presets accepted by `VideoSettings` (checked up front so a typo fails before any work).
+/// The extensions of the files talker writes (`-o`), video first: each names its format.
+pub const OUTPUT_EXTENSIONS: &[&str] = &["mp4", "m4b", "m4a", "wav", "mp3"];
+
 pub const X264_PRESETS: [&str; 10] = [
     "ultrafast",
     "superfast",

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::assets::Assets;
 use crate::cache::CacheLocation;
 use crate::guard::{canonical_root, confine, relative_output};
+use crate::pool::ChunkPool;
 use crate::script::{did_you_mean, kind, read_input};
 use crate::settings::{
     Background, Fail, OutputKind, RenderOptions, RenderSettings, fail, integer, string,
@@ -138,6 +139,8 @@ pub struct RenderEnv {
     pub assets: Assets,
     pub cache: PathBuf,
     pub threads: usize,
+    /// The chunk slots every render of the worker draws and encodes in.
+    pub pool: ChunkPool,
     /// Backend and batching; the worker's renders share one speech service built from it.
     pub speech: SpeechSetup,
 }
@@ -440,6 +443,7 @@ impl Job {
             cache: CacheLocation::Dir(env.cache.clone()),
             settings: self.settings.clone(),
             threads: env.threads.max(1),
+            pool: Some(env.pool.clone()),
             speech: env.speech.clone(),
         }
     }

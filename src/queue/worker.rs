@@ -4,7 +4,8 @@
 //! Output: finished jobs (`succeeded` with the render report, `queued` again with backoff, or
 //! `failed` with the error), events for the caller's [`Observer`], a [`Tally`].
 //! Invariants:
-//! - at most `concurrency` renders at once, one thread each, `threads_per_render` threads inside;
+//! - at most `concurrency` renders at once, one thread each, `threads_per_render` threads inside
+//!   for speech and audio, and chunk work in the worker's one pool (`RenderEnv::pool`);
 //! - each render has a heartbeat thread; a lost lease (reclaimed or `talker cancel`) stops the
 //!   render at once through its cancel flag;
 //! - the render writes into a private stage folder beside the output; the lease is checked (and
