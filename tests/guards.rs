@@ -233,12 +233,18 @@ fn bad_arguments_are_refused_before_work() {
     let mut c = render(d, &script, &portrait(), &out);
     c.args(["--preset", "bogus"]);
     refused(c, "veryslow");
-    // The size's shape, not the face, is what fails here.
-    let mut c = talker(d);
-    c.args(["render", s(&script), s(&portrait()), "-o", s(&out)])
-        .args(["--size", "4096x64"]);
-    refused(c, "crops the face out");
-    assert!(!out.exists());
+    // The size's shape, not the face, is what fails here: filled, the frame crops the face
+    // away; fitted (the default for so wide a frame), it leaves a face too small to animate.
+    for (layout, says) in [
+        ("fill", "crops the face out"),
+        ("fit", "leaves too small a face"),
+    ] {
+        let mut c = talker(d);
+        c.args(["render", s(&script), s(&portrait()), "-o", s(&out)])
+            .args(["--size", "4096x64", "--layout", layout]);
+        refused(c, says);
+        assert!(!out.exists());
+    }
 }
 
 /// Runs talker inside a private mount namespace with a small tmpfs at `mnt` (`opts`: "ro" or a
