@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::books::{CONTAINER, zip_file};
-use crate::util::{assert_success, listing, probe, repo, talker};
+use crate::util::{assert_success, decode_audio, listing, probe, repo, talker};
 
 const CHAPTER: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <html xmlns="http://www.w3.org/1999/xhtml"><head><title>One</title></head>
@@ -207,6 +207,14 @@ fn cover_flag_goes_into_mp3_and_mp4_and_wav_warns() {
     assert!(bytes.starts_with(b"ID3"));
     assert!(bytes.windows(4).any(|w| w == b"APIC"));
     assert!(checked(d, &mp3)["integrated_lufs"].as_f64().is_some());
+    // The audio is that of the same book without a cover, sample for sample, and as long.
+    let bare = d.join("bare.mp3");
+    assert_success(&run(d, &["-o"], &[&bare, &text]));
+    assert_eq!(decode_audio(&mp3, 44_100), decode_audio(&bare, 44_100));
+    assert_eq!(
+        probe(&mp3)["format"]["duration"],
+        probe(&bare)["format"]["duration"]
+    );
 
     let mp4 = d.join("words.mp4");
     let portrait = repo("examples/portrait.png");
