@@ -7,6 +7,7 @@ pub mod assets;
 pub mod bench;
 pub mod book;
 pub mod cache;
+pub mod cover;
 pub mod error;
 pub mod face;
 #[cfg(feature = "render")]

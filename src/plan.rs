@@ -299,6 +299,7 @@ impl Plan {
             author: script.author.clone(),
             chapters,
             cues,
+            cover: script.cover.clone(),
         }
     }
 

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use crate::assets::DEFAULT_VOICE;
 use crate::cache::CacheLocation;
+use crate::cover::Cover;
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
@@ -58,6 +59,17 @@ pub fn load_inputs(
     let (mut script, notes) = crate::book::load_script(&opts.script, &opts.settings.book)?;
     for message in notes {
         progress.event(Event::Warning { message });
+    }
+    if let Some(path) = &opts.settings.cover {
+        script.cover = Some(Cover::read(path).map_err(Error::Usage)?);
+        if opts.settings.output_kind(&opts.output) == OutputKind::Audio(AudioFormat::Wav) {
+            progress.event(Event::Warning {
+                message: format!(
+                    "--cover {}: WAV files hold no cover art; write .m4b or .mp3 for one",
+                    path.display()
+                ),
+            });
+        }
     }
     for path in &opts.settings.lexicon {
         stopped()?;

@@ -40,6 +40,8 @@ pub struct Script {
     pub size: Option<(u32, u32)>,
     /// `"layout"`: how the portrait fills the frame (flags override it).
     pub layout: Option<Layout>,
+    /// The book's cover (an EPUB's), embedded in outputs that take one; `--cover` replaces it.
+    pub cover: Option<crate::cover::Cover>,
     pub segments: Vec<Segment>,
 }
 
@@ -314,6 +316,7 @@ impl Validator {
             fps: fps?,
             size: size.map_or(Some(None), |s| s.map(Some))?,
             layout: layout?,
+            cover: None,
             segments: segments?,
         })
     }

@@ -203,6 +203,11 @@ pub struct RenderSettings {
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lexicon: Vec<PathBuf>,
+    /// Cover art (JPEG or PNG, at most 4096 px a side and 10 MiB) embedded in MP4, M4B, M4A and
+    /// MP3 [default: the EPUB's cover image, if it has one]; WAV takes none.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "IMAGE"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cover: Option<PathBuf>,
     #[cfg_attr(feature = "cli", command(flatten))]
     #[serde(flatten)]
     pub book: BookOptions,
@@ -259,6 +264,7 @@ impl Default for RenderSettings {
             subtitles: None,
             loudness: None,
             lexicon: Vec::new(),
+            cover: None,
             book: BookOptions::default(),
             deterministic: false,
         }
@@ -289,6 +295,7 @@ impl RenderSettings {
         "subtitles",
         "loudness",
         "lexicon",
+        "cover",
         "matter",
         "notes",
         "chapter_depth",
@@ -410,6 +417,10 @@ impl RenderSettings {
                 );
             }
         };
+        let cover = obj
+            .get("cover")
+            .map(|v| path(v, "cover").map(PathBuf::from))
+            .transpose()?;
         let defaults = BookOptions::default();
         let book = BookOptions {
             matter: choice(obj, "matter", Matter::NAMES)?.unwrap_or(defaults.matter),
@@ -462,6 +473,7 @@ impl RenderSettings {
             subtitles: choice(obj, "subtitles", SubtitleFormat::NAMES)?,
             loudness: choice(obj, "loudness", Loudness::NAMES)?,
             lexicon,
+            cover,
             book,
             deterministic,
         })
@@ -673,6 +685,9 @@ impl RenderOptions {
         if let Background::Image(path) = &self.settings.look.background {
             inputs.push(("background image", path.as_path()));
         }
+        if let Some(path) = &self.settings.cover {
+            inputs.push(("cover image", path.as_path()));
+        }
         inputs
     }
 }
@@ -723,6 +738,7 @@ mod tests {
             subtitles: Some(SubtitleFormat::Srt),
             loudness: Some(Loudness::Podcast),
             lexicon: vec!["/l.json".into()],
+            cover: Some("/c.png".into()),
             book: BookOptions {
                 matter: Matter::All,
                 notes: NotesMode::End,

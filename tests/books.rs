@@ -12,7 +12,7 @@ use zip::write::SimpleFileOptions;
 
 use crate::util::{assert_success, default_voice, listing, probe, repo, talker};
 
-const CONTAINER: &str = r#"<?xml version="1.0"?>
+pub(crate) const CONTAINER: &str = r#"<?xml version="1.0"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
   <rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles>
 </container>"#;
@@ -85,7 +85,7 @@ fn opf(version: &str, with_nav: bool) -> String {
 }
 
 /// Writes a ZIP with these entries (the first stored, as EPUB's `mimetype` must be).
-fn zip_file(path: &Path, entries: &[(&str, &[u8])]) {
+pub(crate) fn zip_file(path: &Path, entries: &[(&str, &[u8])]) {
     let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
     for (i, (name, data)) in entries.iter().enumerate() {
         let method = if i == 0 {

@@ -4,6 +4,7 @@ mod audio;
 mod bad_input;
 mod books;
 mod cache;
+mod cover;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod guards;

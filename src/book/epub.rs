@@ -39,6 +39,7 @@ use quick_xml::reader::Reader;
 use zip::ZipArchive;
 
 use super::{Book, BookOptions, MAX_TEXT_BYTES, Matter, NotesMode, fail};
+use crate::cover::Cover;
 use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
 
 /// Most bytes decompressed from one book, whatever its entries declare.
@@ -267,6 +268,7 @@ pub fn read_epub_from(
         author: package.author.clone(),
         ..Book::default()
     };
+    book.cover = read_cover(&mut ar, &package, opf_dir, &mut book.notes)?;
     let mut skipped = Skipped::default();
     let mut later = Later::default();
     let mut chapter: Option<String> = None;
@@ -335,6 +337,43 @@ pub fn read_epub_from(
         }
     }
     Ok(finish_book(book, later, &skipped, path, options))
+}
+
+/// The book's cover: the manifest item marked `properties="cover-image"` (EPUB 3), else the one
+/// `<meta name="cover">` names (EPUB 2). One that is missing or not a usable JPEG/PNG is a note,
+/// not an error: the cover is not the book, and `--cover` gives another.
+fn read_cover<R: Read + Seek>(
+    ar: &mut Archive<'_, R>,
+    package: &Package,
+    opf_dir: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<Cover>, ScriptError> {
+    let marked = package
+        .manifest
+        .values()
+        .filter(|i| i.properties.split_whitespace().any(|p| p == "cover-image"))
+        .min_by(|a, b| a.href.cmp(&b.href));
+    let Some(item) = marked.or_else(|| {
+        package
+            .cover_meta
+            .as_ref()
+            .and_then(|id| package.manifest.get(id))
+    }) else {
+        return Ok(None);
+    };
+    let name = resolve(opf_dir, &item.href).0;
+    let book = ar.path.display();
+    let reason = match ar.read(&name)? {
+        None => "is named as the cover but is not in the archive".to_owned(),
+        Some(bytes) => match Cover::from_bytes(bytes) {
+            Ok(cover) => return Ok(Some(cover)),
+            Err(e) => e,
+        },
+    };
+    notes.push(format!(
+        "{book}: {name} (the book's cover) {reason}; the output has no cover (give one with --cover IMAGE)"
+    ));
+    Ok(None)
 }
 
 /// The archive, the package file's name and the package, once the archive has passed the checks
@@ -601,6 +640,8 @@ struct Package {
     spine: Vec<(String, bool)>,
     /// The manifest id of the NCX (`<spine toc="...">`).
     ncx: Option<String>,
+    /// The manifest id of the EPUB 2 cover (`<meta name="cover" content="ID"/>`).
+    cover_meta: Option<String>,
 }
 
 fn reader(text: &str) -> Reader<&[u8]> {
@@ -696,6 +737,7 @@ fn parse_opf(path: &Path, name: &str, xml: &str) -> Result<Package, ScriptError>
         guide: Vec::new(),
         spine: Vec::new(),
         ncx: None,
+        cover_meta: None,
     };
     let mut r = reader(xml);
     // Which metadata element's text is being read.
@@ -770,6 +812,13 @@ fn opf_element(p: &mut Package, tag: &str, e: &BytesStart) {
             if let (Some(kind), Some(href)) = (attr(e, "type"), attr(e, "href")) {
                 p.guide.push((kind.to_ascii_lowercase(), href));
             }
+        }
+        // The first `<meta name="cover">` wins, as readers take it.
+        "meta"
+            if p.cover_meta.is_none()
+                && attr(e, "name").is_some_and(|n| n.eq_ignore_ascii_case("cover")) =>
+        {
+            p.cover_meta = attr(e, "content");
         }
         "itemref" => {
             if let Some(idref) = attr(e, "idref") {

@@ -39,6 +39,8 @@ pub struct Book {
     pub segments: Vec<Segment>,
     /// Warnings for the user: skipped code blocks, images, scripts (with where they were).
     pub notes: Vec<String>,
+    /// The EPUB's cover image, checked (Markdown and text books have none).
+    pub cover: Option<crate::cover::Cover>,
     /// (segment index, level 1–6) of every heading, for [`Book::speak_roman_headings`].
     headings: Vec<(usize, u8)>,
 }
@@ -337,6 +339,7 @@ impl Book {
             size: None,
             layout: None,
             lexicon: None,
+            cover: self.cover,
             segments: self.segments,
         })
     }

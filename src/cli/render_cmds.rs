@@ -215,6 +215,14 @@ pub fn run_convert(args: &ConvertArgs, global: &Global, ui: &Ui) -> Result<()> {
             message: note.clone(),
         });
     }
+    if script.cover.is_some() {
+        ui.event(Event::Warning {
+            message: format!(
+                "{}: the book's cover image is not part of the JSON script; render the JSON with --cover IMAGE to keep it",
+                args.input.display()
+            ),
+        });
+    }
     if args.output.exists() && !args.force {
         return Err(Error::Usage(format!(
             "{} exists; choose another -o path or pass --force to replace it",

@@ -20,6 +20,7 @@ use ffmpeg_next::{Dictionary, Rational, codec, encoder, format};
 
 use super::aac::AacTrack;
 use super::atomic::{PartialFile, remove_stale_partials};
+use super::cover::{add_cover_stream, write_cover};
 use super::error::{MediaError, ff};
 use super::probe::{ChunkScan, FileId, open_chunk, pts_to_frame, read_packet, scan_open};
 use super::subtitles::{
@@ -101,7 +102,16 @@ pub fn assemble(
         st.set_parameters(&enc);
         st.set_time_base(MS);
     }
+    // Last (after the mov_text track, if any): the cover as an attached picture.
+    let cover = meta
+        .cover
+        .as_ref()
+        .map(|c| add_cover_stream(&mut out, output, c).map(|index| (index, c)))
+        .transpose()?;
     write_header(&mut out, output, meta, &chapters)?;
+    if let Some((index, c)) = cover {
+        write_cover(&mut out, output, index, c)?;
+    }
     let tb = |out: &format::context::Output, i: usize| out.stream(i).map(|s| s.time_base());
     let video_tb = tb(&out, 0).unwrap_or(frame_tb);
     aac.set_stream(1, tb(&out, 1).unwrap_or(Rational::new(1, 48_000)));

@@ -19,6 +19,7 @@ use ffmpeg_next::{Dictionary, Rational, format};
 use super::aac::{AAC, AacTrack, TrackCodec};
 use super::aac_pieces::PieceTrack;
 use super::atomic::PartialFile;
+use super::cover::{add_cover_stream, write_cover};
 use super::error::{MediaError, ff, io};
 use super::subtitles::{MS, to_ms};
 use super::{Chapter, init};
@@ -90,12 +91,14 @@ pub struct AudioWriter {
     path: PathBuf,
 }
 
-/// Title, author and chapters of an audio-only output (WAV keeps none of them).
+/// Title, author, chapters and cover of an audio-only output (WAV keeps none of them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AudioMeta {
     pub title: Option<String>,
     pub author: Option<String>,
     pub chapters: Vec<Chapter>,
+    /// Embedded as an attached picture: `covr` in M4B/M4A, an ID3v2 `APIC` frame in MP3.
+    pub cover: Option<crate::cover::Cover>,
 }
 
 impl AudioWriter {
@@ -240,6 +243,11 @@ fn encoded_sink(
         Track::Serial(aac) => aac.add_stream(&mut out)?,
         Track::Pieces(aac) => aac.add_stream(&mut out)?,
     }
+    let cover = meta
+        .cover
+        .as_ref()
+        .map(|c| add_cover_stream(&mut out, output, c).map(|index| (index, c)))
+        .transpose()?;
     for (i, c) in meta.chapters.iter().enumerate() {
         let what = format!("chapter {i}");
         let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
@@ -283,6 +291,9 @@ fn encoded_sink(
         "write header",
         out.write_header_with(options).map(drop),
     )?;
+    if let Some((index, c)) = cover {
+        write_cover(&mut out, output, index, c)?;
+    }
     let tb = out
         .stream(0)
         .map_or(Rational::new(1, codec.rate as i32), |s| s.time_base());

@@ -14,6 +14,7 @@ mod assemble;
 mod atomic;
 mod audio;
 mod check;
+mod cover;
 pub mod loudness;
 pub use atomic::remove_stale_partials;
 mod chunk;
@@ -157,6 +158,8 @@ pub struct OutputMeta {
     pub author: Option<String>,
     pub chapters: Vec<Chapter>,
     pub cues: Vec<Cue>,
+    /// Embedded as an attached picture (the iTunes `covr` atom).
+    pub cover: Option<crate::cover::Cover>,
 }
 
 /// What `assemble` wrote.

@@ -89,6 +89,7 @@ pub(super) fn render_audio(
             title: script.title.clone(),
             author: script.author.clone(),
             chapters: measured.timeline.chapters(),
+            cover: script.cover.clone(),
         };
         let acx = standard == Some(Standard::Acx);
         speaker.write(opts, format, &meta, acx, &measured, levelling)

@@ -3,7 +3,8 @@
 //! Input: the spec file (format in the README, "Jobs and workers") and the output root.
 //! Output: a [`Job`] with absolute input paths, an output path relative to a canonical root, and a
 //! sha256 content hash over the job, the bytes of the script (or book), the portrait, the
-//! lexicon file the script names and the job's own lexicons, and the talker version.
+//! lexicon file the script names, the job's own lexicons, its background and cover images, and
+//! the talker version.
 //! Invariants: unknown fields are refused with a "did you mean" hint and every error names the
 //! file and the field; `script` and `portrait` are relative to the spec file; `output` is relative
 //! to the output root and confined to it (`..`, absolute paths and symlinks that lead outside are
@@ -11,8 +12,8 @@
 //! queue's rows are only as trustworthy as everyone who can write to the database. The render
 //! settings (every `render` option that changes the output) are `settings::RenderSettings`, the
 //! same type as the `render` flags; a spec adds its paths and `priority`. `portrait` is required
-//! for a video and refused for audio only, which shows no face; `lexicon` paths are relative to
-//! the spec file, like `script`.
+//! for a video and refused for audio only, which shows no face; `lexicon`, `background` and
+//! `cover` paths are relative to the spec file, like `script` (a cover is checked at submit).
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -318,6 +319,11 @@ impl Job {
         if let Background::Image(given) = &settings.look.background {
             settings.look.background = Background::Image(input("background", given)?);
         }
+        if let Some(given) = &settings.cover {
+            let path = input("cover", given)?;
+            crate::cover::Cover::read(&path).map_err(|e| err("cover", e))?;
+            settings.cover = Some(path);
+        }
         // A book (EPUB, Markdown, text) is read as `render` reads it, detected the same way,
         // with the job's book options.
         crate::book::load_script(&script, &settings.book)
@@ -363,6 +369,7 @@ impl Job {
                 .map(|l| ("lexicon", l.as_path())),
         );
         inputs.extend(self.background_image().map(|b| ("background image", b)));
+        inputs.extend(self.settings.cover.as_deref().map(|c| ("cover image", c)));
         inputs
     }
 
@@ -411,6 +418,9 @@ impl Job {
         }
         if let Some(path) = self.background_image() {
             stream_file(&mut h, "background", path)?;
+        }
+        if let Some(path) = &self.settings.cover {
+            stream_file(&mut h, "cover", path)?;
         }
         Ok(hex(h))
     }
@@ -632,6 +642,47 @@ mod tests {
             .unwrap();
         let e = Job::resolve(&d.join("job.json"), spec, &d.join("out")).unwrap_err();
         assert_eq!(e.at, "lexicon", "{e}");
+    }
+
+    /// A job's cover is relative to the spec, checked at enqueue (exit 2 naming the field) and
+    /// part of the content hash; a job without one hashes as before.
+    #[test]
+    fn the_cover_is_an_input_checked_and_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("b.md"), "# One\n\nHello there.\n").unwrap();
+        let png = |shade: u8| {
+            let img = image::RgbImage::from_pixel(8, 8, image::Rgb([shade, 0, 0]));
+            img.save(d.join("c.png")).unwrap();
+        };
+        png(10);
+        let resolve = |json: &str| {
+            Job::resolve(
+                &d.join("job.json"),
+                JobSpec::parse(json).unwrap(),
+                &d.join("out"),
+            )
+        };
+        let without = resolve(r#"{"script": "b.md", "output": "b.m4b"}"#).unwrap();
+        let job = resolve(r#"{"script": "b.md", "output": "b.m4b", "cover": "c.png"}"#).unwrap();
+        assert_eq!(
+            job.settings.cover,
+            Some(d.join("c.png").canonicalize().unwrap())
+        );
+        assert!(
+            job.inputs(None)
+                .iter()
+                .any(|(what, _)| *what == "cover image")
+        );
+        let first = job.content_hash().unwrap();
+        assert_ne!(first, without.content_hash().unwrap());
+        png(20);
+        assert_ne!(job.content_hash().unwrap(), first);
+
+        std::fs::write(d.join("c.png"), "not a picture").unwrap();
+        let e = resolve(r#"{"script": "b.md", "output": "b.m4b", "cover": "c.png"}"#).unwrap_err();
+        assert_eq!(e.at, "cover", "{e}");
+        assert!(e.message.contains("JPEG or PNG"), "{e}");
     }
 
     #[test]

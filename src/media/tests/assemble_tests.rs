@@ -169,6 +169,7 @@ fn chapters_and_subtitles_are_written() {
                 end: 1.4,
             },
         ],
+        cover: None,
     };
     assemble_paths(&[chunk], &out, &meta).expect("assemble");
 
@@ -251,4 +252,54 @@ fn audio_is_continuous_and_aligned_across_chunk_joins() {
         })
         .fold(0.0, f64::max);
     assert!(worst < 0.03, "worst window RMS error {worst}");
+}
+
+/// A PNG cover becomes an attached picture after the subtitle track, its bytes as given, and the
+/// other streams keep their indices.
+#[test]
+fn cover_is_an_attached_picture_of_the_original_bytes() {
+    let (dir, out) = temp("out.mp4");
+    let chunk = dir.path().join("c0.mkv");
+    write_chunk(&chunk, &small(25), 22050, 25, 22050);
+    let img = image::RgbImage::from_fn(48, 32, |x, y| image::Rgb([x as u8 * 5, y as u8 * 7, 90]));
+    let mut png = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut png, image::ImageFormat::Png).unwrap();
+    let png = png.into_inner();
+    let meta = OutputMeta {
+        cues: vec![Cue {
+            text: "Hello.".into(),
+            start: 0.1,
+            end: 0.9,
+        }],
+        cover: Some(crate::cover::Cover::from_bytes(png.clone()).unwrap()),
+        ..OutputMeta::default()
+    };
+    assemble_paths(&[chunk], &out, &meta).expect("assemble");
+
+    let p = ffprobe(&out, &[]);
+    let streams = p["streams"].as_array().unwrap();
+    let kinds: Vec<&str> = streams
+        .iter()
+        .map(|s| s["codec_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["video", "audio", "subtitle", "video"]);
+    let pic = &streams[3];
+    assert_eq!(pic["disposition"]["attached_pic"], 1);
+    assert_eq!(pic["codec_name"], "png");
+    assert_eq!(
+        (pic["width"].as_i64(), pic["height"].as_i64()),
+        (Some(48), Some(32))
+    );
+    assert_eq!(streams[0]["disposition"]["attached_pic"], 0);
+    let copied = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(&out)
+        .args(["-map", "0:3", "-c", "copy", "-f", "image2pipe", "-"])
+        .output()
+        .expect("ffmpeg");
+    assert!(copied.status.success());
+    assert_eq!(copied.stdout, png);
+    let atoms = top_level_atoms(&out);
+    let pos = |name: &str| atoms.iter().position(|a| a == name).expect(name);
+    assert!(pos("moov") < pos("mdat"), "faststart: {atoms:?}");
 }
