@@ -295,7 +295,15 @@ fn backdrop(background: &Background) -> Result<Backdrop> {
                     path.display()
                 ))
             };
-            let reader = image::ImageReader::open(path)
+            // A FIFO would block the open and a huge image would exhaust memory: a regular file
+            // only, no larger a side than a portrait may have.
+            if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+                return Err(bad(match std::fs::metadata(path) {
+                    Err(e) => format!("cannot be read ({e})"),
+                    Ok(_) => "is not a regular file".to_owned(),
+                }));
+            }
+            let mut reader = image::ImageReader::open(path)
                 .map_err(|e| bad(format!("cannot be read ({e})")))?
                 .with_guessed_format()
                 .map_err(|e| bad(format!("cannot be read ({e})")))?;
@@ -305,9 +313,16 @@ fn backdrop(background: &Background) -> Result<Backdrop> {
             ) {
                 return Err(bad("is neither PNG nor JPEG".to_owned()));
             }
-            let img = reader
-                .decode()
-                .map_err(|e| bad(format!("cannot be decoded ({e})")))?;
+            let side = crate::face::MAX_SIDE;
+            let mut limits = image::Limits::default();
+            limits.max_image_width = Some(side);
+            limits.max_image_height = Some(side);
+            reader.limits(limits);
+            let img = reader.decode().map_err(|e| {
+                bad(format!(
+                    "cannot be decoded ({e}; at most {side} pixels a side)"
+                ))
+            })?;
             Backdrop::Image(img.to_rgb8())
         }
     })

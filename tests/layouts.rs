@@ -128,8 +128,12 @@ fn a_bad_background_is_refused_before_any_work() {
     let script = write_script(d, "s.json", r#"{"segments": [{"text": "Hello."}]}"#);
     let bad = d.join("bg.png");
     std::fs::write(&bad, b"not a picture").unwrap();
+    let wide = d.join("wide.png");
+    RgbImage::new(9000, 2).save(&wide).unwrap();
     for (background, says) in [
         (bad.to_str().unwrap(), "cannot be decoded"),
+        (d.to_str().unwrap(), "is not a regular file"),
+        (wide.to_str().unwrap(), "at most 8192 pixels a side"),
         ("#12345", "is not a colour"),
         ("/no/such/bg.png", "cannot be read"),
     ] {
