@@ -35,12 +35,17 @@ impl VoiceFiles {
         Self::resolve_from(voice, Path::new(""), voices_dir)
     }
 
+    /// Whether `voice` is a path to a model (it ends in `.onnx` or names a folder), not the name
+    /// of one in the voices folder.
+    pub fn is_path(voice: &str) -> bool {
+        voice.ends_with(".onnx") || Path::new(voice).components().count() > 1
+    }
+
     /// As [`VoiceFiles::resolve`], with a path taken relative to `base` (a script's folder, so a
     /// script names its voices as it names its lexicon, wherever it is rendered from).
     pub fn resolve_from(voice: &str, base: &Path, voices_dir: &Path) -> Result<VoiceFiles> {
-        let as_path = Path::new(voice);
-        let model = if voice.ends_with(".onnx") || as_path.components().count() > 1 {
-            base.join(as_path)
+        let model = if Self::is_path(voice) {
+            base.join(voice)
         } else {
             voices_dir.join(format!("{voice}.onnx"))
         };
