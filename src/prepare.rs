@@ -83,13 +83,10 @@ pub fn load_inputs(
     // `--voice` is taken from the working directory, a voice the script names from the script's.
     let voices_dir = opts.assets.voices_dir();
     let base = opts.script.parent().unwrap_or(Path::new(""));
-    let (voice_name, voice) = match (&opts.settings.voice, &script.voice) {
-        (Some(v), _) => (v.clone(), VoiceFiles::resolve(v, &voices_dir)?),
-        (None, Some(v)) => (v.clone(), VoiceFiles::resolve_from(v, base, &voices_dir)?),
-        (None, None) => (
-            DEFAULT_VOICE.to_owned(),
-            VoiceFiles::resolve(DEFAULT_VOICE, &voices_dir)?,
-        ),
+    let voice = match (&opts.settings.voice, &script.voice) {
+        (Some(v), _) => VoiceFiles::resolve(v, &voices_dir)?,
+        (None, Some(v)) => VoiceFiles::resolve_from(v, base, &voices_dir)?,
+        (None, None) => VoiceFiles::resolve(DEFAULT_VOICE, &voices_dir)?,
     };
     let segment_files = segment_voice_files(&script, &opts.script, &voices_dir)?;
     let named_lexicon = guard::script_lexicon(&opts.script);
@@ -120,10 +117,22 @@ pub fn load_inputs(
     add_segment_voices(&mut engine, &script, &opts.script, segment_files, noise)?;
     if let Some(lexicon) = &script.lexicon {
         for voice in engine.configs() {
-            lexicon.check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))?;
+            lexicon
+                .check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))
+                .map_err(|mut e| {
+                    // An inline entry's file is the script's.
+                    if e.file.as_os_str().is_empty() {
+                        e.file = opts.script.clone();
+                    }
+                    e
+                })?;
         }
     }
-    for message in caveats(&script, &voice_name, &engine.config().espeak_voice) {
+    let voice_of = |segment: usize| {
+        let (name, config) = engine.segment_voice(segment);
+        (name, config.espeak_voice.as_str())
+    };
+    for message in caveats(&script, &voice_of) {
         progress.event(Event::Warning { message });
     }
     stopped()?;
@@ -241,15 +250,16 @@ fn segment_error(path: &Path, i: usize, field: &str, message: String) -> Error {
     })
 }
 
-/// What the voice will read otherwise than meant, one warning per kind naming the first segment:
-/// markup dropped (every tag but `<break>`), letters the voice's language does not use.
-fn caveats(script: &Script, voice: &str, language: &str) -> Vec<String> {
-    let first_of = |found: &dyn Fn(&str) -> Option<String>| {
+/// What the voices will read otherwise than meant, one warning per kind naming the first segment:
+/// markup dropped (every tag but `<break>`), letters the language of the segment's voice (its
+/// name and espeak-ng language from `voice_of`) does not use.
+fn caveats<'a>(script: &Script, voice_of: &dyn Fn(usize) -> (&'a str, &'a str)) -> Vec<String> {
+    let first_of = |found: &dyn Fn(usize, &str) -> Option<String>| {
         let mut hits = script
             .segments
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| found(&s.text).map(|what| (i, what)));
+            .filter_map(|(i, s)| found(i, &s.text).map(|what| (i, what)));
         let (i, what) = hits.next()?;
         let more = match hits.count() {
             0 => String::new(),
@@ -257,14 +267,15 @@ fn caveats(script: &Script, voice: &str, language: &str) -> Vec<String> {
         };
         Some(format!("segments[{i}].text{more}: {what}"))
     };
-    let markup = first_of(&|t| {
+    let markup = first_of(&|_, t| {
         text::markup::first_other_tag(t).map(|tag| {
             format!(
                 "holds markup ({tag}), which is dropped (not read aloud, not shown): talker reads plain text and understands one tag, <break time=\"1.5s\"/>"
             )
         })
     });
-    let foreign = first_of(&|t| {
+    let foreign = first_of(&|i, t| {
+        let (voice, language) = voice_of(i);
         text::caveats::foreign_letters(t, language).map(|system| {
             format!(
                 "has {system} letters, which voice {voice} ({language}) does not speak: espeak-ng names them letter by letter; use a voice for that language or write the words in Latin letters"

@@ -170,8 +170,8 @@ impl SpeechEngine {
     }
 
     /// Adds a voice (or another pace or speaker of one) and returns its index, the same index
-    /// for the same model bytes, scales and speaker. A voice with another sample rate than the
-    /// first is refused: talker does not resample speech.
+    /// for the same model bytes, config, scales and speaker. A voice with another sample rate
+    /// than the first is refused: talker does not resample speech.
     pub fn add_voice(&mut self, options: SpeechOptions) -> Result<usize, SpeechError> {
         let (config, voice_hash) = self.read(&options.voice)?;
         if options.speaker >= config.num_speakers.max(1) {
@@ -205,6 +205,7 @@ impl SpeechEngine {
         };
         if let Some(i) = self.voices.iter().position(|v| {
             v.identity.voice_hash == voice_hash
+                && (Arc::ptr_eq(&v.config, &config) || *v.config == *config)
                 && v.identity.scales.to_bits() == scales.to_bits()
                 && v.identity.speaker == options.speaker
         }) {
@@ -263,6 +264,16 @@ impl SpeechEngine {
     /// The files of the render's own voice.
     pub fn voice_files(&self) -> &VoiceFiles {
         &self.voices[0].voice.files
+    }
+
+    /// The name and config of the voice that speaks segment `i`.
+    pub fn segment_voice(&self, i: usize) -> (&str, &VoiceConfig) {
+        let v = self
+            .by_segment
+            .get(i)
+            .and_then(|&v| self.voices.get(v))
+            .unwrap_or(&self.voices[0]);
+        (&v.voice.files.name, &v.config)
     }
 
     /// What keys the phrases of the render's own voice.

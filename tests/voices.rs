@@ -183,3 +183,93 @@ fn a_voice_speaker_or_speed_a_segment_cannot_have_is_exit_2_before_any_work() {
         assert!(!out.exists() && !d.join("cache").exists(), "{fields}");
     }
 }
+
+/// The engine keeps one voice per model bytes, scales and speaker (another name for the same
+/// model is the same voice), and refuses a voice of another sample rate than its first.
+#[test]
+fn the_engine_keeps_one_voice_per_model_pace_and_speaker() {
+    use talker::speech::{SpeechEngine, SpeechOptions, SpeechService};
+    use talker::tts::select::SpeechSetup;
+    use talker::tts::voice::VoiceFiles;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let setup = SpeechSetup::cpu(
+        crate::util::assets()
+            .onnxruntime_library()
+            .map_err(|e| e.to_string()),
+        1,
+    );
+    let service = SpeechService::start(&setup).unwrap();
+    let options = |voice: VoiceFiles, speed: f32| SpeechOptions {
+        voice,
+        speed,
+        noise: false,
+        speaker: 0,
+    };
+    let mut engine = SpeechEngine::new(&service, options(default_voice(), 1.0)).unwrap();
+    let renamed = VoiceFiles::resolve(
+        alias(d, "renamed", |_| {}).to_str().unwrap(),
+        Path::new("/nowhere"),
+    )
+    .unwrap();
+    assert_eq!(engine.add_voice(options(renamed.clone(), 1.0)).unwrap(), 0);
+    assert_eq!(engine.add_voice(options(renamed, 0.7)).unwrap(), 1);
+    assert_eq!(engine.add_voice(options(default_voice(), 0.7)).unwrap(), 1);
+    assert_eq!(engine.configs().len(), 2, "each voice file's config, once");
+    let other_rate = VoiceFiles::resolve(
+        alias(d, "other-rate", |c| {
+            c["audio"]["sample_rate"] = 16000.into()
+        })
+        .to_str()
+        .unwrap(),
+        Path::new("/nowhere"),
+    )
+    .unwrap();
+    let e = engine
+        .add_voice(options(other_rate, 1.0))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("16000 Hz") && e.contains("does not resample"),
+        "{e}"
+    );
+    let mut wrong_speaker = options(default_voice(), 1.0);
+    wrong_speaker.speaker = 1;
+    let e = engine.add_voice(wrong_speaker).unwrap_err().to_string();
+    assert!(e.contains("speaker 1 does not exist"), "{e}");
+}
+
+/// A lexicon's IPA is checked against every voice the script uses, not only the render's.
+#[test]
+fn lexicon_ipa_is_checked_against_each_segment_voice() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    alias(&d.join("voices"), "no-ash", |c| {
+        c["phoneme_id_map"].as_object_mut().unwrap().remove("æ");
+    });
+    let script = |voice: &str| {
+        write_script(
+            d,
+            "s.json",
+            &format!(
+                r#"{{"lexicon": {{"Nguyen": {{"ipa": "wˈæn"}}}},
+                    "segments": [{{"text": "Fine."}}, {{"text": "Nguyen.", "voice": "{voice}"}}]}}"#
+            ),
+        )
+    };
+    let o = run(d, &script("en_US-joe-medium"), &d.join("fine.wav"));
+    assert_success(&o);
+    let out = d.join("out.wav");
+    let script = script("voices/no-ash.onnx");
+    let o = run(d, &script, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    // `--json`: the message is a JSON string.
+    let named = format!("{}: lexicon entry ", script.display());
+    assert!(
+        err.contains(&named) && err.contains("IPA symbol 'æ'"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}

@@ -157,7 +157,7 @@ impl Scales {
 }
 
 /// What talker needs from a voice's `.onnx.json`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VoiceConfig {
     pub sample_rate: u32,
     pub espeak_voice: String,
