@@ -108,7 +108,7 @@ pub fn load_inputs(
     let mut engine = SpeechEngine::new(
         service,
         SpeechOptions {
-            voice: voice.clone(),
+            voice,
             speed: script.speed,
             noise,
             speaker: 0,
