@@ -183,6 +183,43 @@ fn check_file(what: &str, output: &Path, inputs: &[(&str, &Path)]) -> Result<()>
 /// The file a JSON script's `lexicon` field names (relative to the script), an input that no
 /// output may replace and that a job's content hash covers. Books name none.
 pub fn script_lexicon(script: &Path) -> Option<PathBuf> {
+    let value = script_json(script)?;
+    let name = value.get("lexicon")?.as_str()?;
+    if name.trim().is_empty() {
+        return None;
+    }
+    Some(script.parent().unwrap_or(Path::new("")).join(name))
+}
+
+/// The voice files (each `.onnx` and its `.onnx.json`) a JSON script names by path, in its
+/// `voice` or a segment's (relative to the script), each once: inputs that no output may replace
+/// and that a job's content hash covers. A voice named by name lives in the assets' `voices/`,
+/// as `--voice` names it; books name none.
+pub fn script_voices(script: &Path) -> Vec<PathBuf> {
+    let Some(value) = script_json(script) else {
+        return Vec::new();
+    };
+    let segments = value.get("segments").and_then(|s| s.as_array());
+    let named = std::iter::once(value.get("voice"))
+        .chain(segments.into_iter().flatten().map(|s| s.get("voice")))
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .filter(|v| crate::tts::voice::VoiceFiles::is_path(v));
+    let base = script.parent().unwrap_or(Path::new(""));
+    let mut files: Vec<PathBuf> = Vec::new();
+    for voice in named {
+        let model = base.join(voice);
+        if !files.contains(&model) {
+            let mut config = model.clone().into_os_string();
+            config.push(".json");
+            files.extend([model, config.into()]);
+        }
+    }
+    files
+}
+
+/// A JSON script's value, for the files it names; `None` for a book or an unreadable script.
+fn script_json(script: &Path) -> Option<serde_json::Value> {
     // `detect` opens the file: only a regular one, which cannot block.
     if !std::fs::metadata(script).is_ok_and(|m| m.is_file())
         || crate::book::InputKind::detect(script) != crate::book::InputKind::Json
@@ -191,13 +228,7 @@ pub fn script_lexicon(script: &Path) -> Option<PathBuf> {
     }
     let bytes = crate::script::read_input(script, crate::script::MAX_SCRIPT_BYTES).ok()?;
     let text = std::str::from_utf8(&bytes).ok()?;
-    let value: serde_json::Value =
-        serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).ok()?;
-    let name = value.get("lexicon")?.as_str()?;
-    if name.trim().is_empty() {
-        return None;
-    }
-    Some(script.parent().unwrap_or(Path::new("")).join(name))
+    serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).ok()
 }
 
 /// A queued job's output, relative to its output root: no `..`, not absolute, a file name with

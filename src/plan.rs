@@ -20,6 +20,7 @@ use crate::phonemize::Phonemizer;
 use crate::progress::{Clock, Stage};
 use crate::script::Script;
 use crate::text;
+use crate::tts::SpeechError;
 use crate::tts::voice::{Kept, Scales, VoiceConfig};
 
 /// Sentences longer than this are split at clause punctuation before synthesis. The voice model's
@@ -49,11 +50,21 @@ pub struct SpeechIdentity {
     pub engine: String,
 }
 
+/// A voice as the plan uses it: its config (phonemes → ids, sample rate) and what keys its
+/// phrases (model, scales, speaker).
+#[derive(Debug, Clone, Copy)]
+pub struct VoiceUse<'a> {
+    pub config: &'a VoiceConfig,
+    pub identity: &'a SpeechIdentity,
+}
+
 #[derive(Debug, Clone)]
 pub struct Utterance {
     pub ids: Vec<i64>,
     pub kept: Vec<Kept>,
     pub key: Key,
+    /// Which of the plan's voices speaks it (an index into the voices it was built with).
+    pub voice: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +107,8 @@ struct Voicing<'a> {
     script: &'a Script,
     voice: &'a VoiceConfig,
     id: &'a SpeechIdentity,
+    /// `voice`'s index among the plan's voices.
+    index: usize,
     phonemizer: &'a Phonemizer,
     clock: &'a Clock,
     cancel: &'a AtomicBool,
@@ -106,6 +119,7 @@ fn ms_to_samples(ms: u64, sample_rate: u32) -> u64 {
 }
 
 impl Plan {
+    /// The plan of a script spoken with one voice.
     pub fn build(
         script: &Script,
         voice: &VoiceConfig,
@@ -114,22 +128,53 @@ impl Plan {
         clock: &Clock,
         cancel: &AtomicBool,
     ) -> Result<Plan> {
+        let voices = [VoiceUse {
+            config: voice,
+            identity: id,
+        }];
+        Plan::build_voiced(script, &voices, &[], phonemizer, clock, cancel)
+    }
+
+    /// The plan of a script whose segment `i` is spoken with `voices[by_segment[i]]` (the first
+    /// voice past the end of `by_segment`). Every voice has the first one's sample rate (the
+    /// speech engine refuses others).
+    pub fn build_voiced(
+        script: &Script,
+        voices: &[VoiceUse<'_>],
+        by_segment: &[usize],
+        phonemizer: &Phonemizer,
+        clock: &Clock,
+        cancel: &AtomicBool,
+    ) -> Result<Plan> {
+        let sample_rate = voices
+            .first()
+            .map(|v| v.config.sample_rate)
+            .ok_or_else(|| SpeechError::Engine("a plan needs a voice".into()))?;
         let mut plan = Plan {
             utterances: Vec::new(),
             sentences: Vec::new(),
             chunks: Vec::new(),
             chapters: script.segments.iter().map(|s| s.chapter.clone()).collect(),
-            sample_rate: voice.sample_rate,
-        };
-        let with = Voicing {
-            script,
-            voice,
-            id,
-            phonemizer,
-            clock,
-            cancel,
+            sample_rate,
         };
         for (si, segment) in script.segments.iter().enumerate() {
+            let index = by_segment.get(si).copied().unwrap_or(0);
+            let Some(voice) = voices.get(index) else {
+                return Err(SpeechError::Engine(format!(
+                    "segments[{si}]: voice {index} of {} was not loaded",
+                    voices.len()
+                ))
+                .into());
+            };
+            let with = Voicing {
+                script,
+                voice: voice.config,
+                id: voice.identity,
+                index,
+                phonemizer,
+                clock,
+                cancel,
+            };
             // Each `<break>` ends a run of speech: its chunks end with the pause the tag asks for.
             let spoken = segment.say.as_deref().unwrap_or(&segment.text);
             let runs = text::markup::split(spoken).map_err(|e| {
@@ -167,12 +212,12 @@ impl Plan {
                 plan.cut_chunks(
                     si,
                     first_sentence,
-                    ms_to_samples(u64::from(pause_ms), voice.sample_rate),
+                    ms_to_samples(u64::from(pause_ms), sample_rate),
                 );
             }
         }
         if let Some(first) = plan.chunks.first_mut() {
-            first.lead_in_samples = ms_to_samples(LEAD_IN_MS, voice.sample_rate);
+            first.lead_in_samples = ms_to_samples(LEAD_IN_MS, sample_rate);
         }
         Ok(plan)
     }
@@ -184,6 +229,7 @@ impl Plan {
             script,
             voice,
             id,
+            index: voice_index,
             phonemizer,
             clock,
             cancel,
@@ -210,7 +256,12 @@ impl Plan {
                         let (ids, kept) = voice.ids(part);
                         let index = self.utterances.len() - start;
                         let key = phrase_key(&read_as, index, &ids, id);
-                        self.utterances.push(Utterance { ids, kept, key });
+                        self.utterances.push(Utterance {
+                            ids,
+                            kept,
+                            key,
+                            voice: voice_index,
+                        });
                     }
                 }
             }
@@ -388,6 +439,54 @@ mod tests {
             speaker: 0,
             engine: "onnxruntime/cpu/fp32".into(),
         }
+    }
+
+    /// Two segments of the same text: keyed alike with one voice, apart with two, and each
+    /// utterance names the voice that is to speak it; a voice not given is an error.
+    #[test]
+    fn each_segment_is_keyed_and_sent_with_its_own_voice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.onnx.json");
+        std::fs::write(
+            &path,
+            r#"{"audio":{"sample_rate":22050},"espeak":{"voice":"en-us"},
+                "phoneme_id_map":{"_":[0],"^":[1],"$":[2]," ":[3],"h":[20],"l":[24]}}"#,
+        )
+        .unwrap();
+        let config = VoiceConfig::load(&path).unwrap();
+        let (a, mut b) = (identity(), identity());
+        b.scales.length = 1.0 / 0.7;
+        let voices = [
+            VoiceUse {
+                config: &config,
+                identity: &a,
+            },
+            VoiceUse {
+                config: &config,
+                identity: &b,
+            },
+        ];
+        let script =
+            Script::parse(r#"{"segments":[{"text":"Hello."},{"text":"Hello."}]}"#).unwrap();
+        let phonemizer = Phonemizer::global().unwrap();
+        let (clock, cancel) = (Clock::default(), AtomicBool::new(false));
+        let build = |voices: &[VoiceUse<'_>], by_segment: &[usize]| {
+            Plan::build_voiced(&script, voices, by_segment, &phonemizer, &clock, &cancel)
+        };
+        let one = build(&voices, &[]).unwrap();
+        let two = build(&voices, &[0, 1]).unwrap();
+        let of = |plan: &Plan, segment: usize| {
+            let chunk = plan.chunks.iter().find(|c| c.segment == segment).unwrap();
+            plan.utterances[plan.chunk_utterances(chunk)].to_vec()
+        };
+        assert_eq!(of(&one, 0)[0].key, of(&one, 1)[0].key);
+        assert_ne!(of(&two, 0)[0].key, of(&two, 1)[0].key);
+        assert_eq!(of(&two, 0)[0].key, of(&one, 0)[0].key);
+        assert!(of(&two, 0).iter().all(|u| u.voice == 0));
+        assert!(of(&two, 1).iter().all(|u| u.voice == 1));
+        assert!(build(&[], &[]).is_err());
+        let e = build(&voices, &[0, 2]).unwrap_err().to_string();
+        assert!(e.contains("segments[1]"), "{e}");
     }
 
     #[test]

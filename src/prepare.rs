@@ -4,6 +4,7 @@
 //! Input: [`RenderOptions`]. Output: [`Prepared`] (script, speech engine, look, plan with chunk
 //! keys). Cheapest checks first, so bad input fails in milliseconds and before any synthesis.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -21,7 +22,7 @@ use crate::phonemize::Phonemizer;
 use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
 use crate::render::RenderError;
-use crate::script::Script;
+use crate::script::{Script, ScriptError};
 use crate::settings::{Background, Framing, Layout, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
 use crate::text;
@@ -79,17 +80,23 @@ pub fn load_inputs(
             .get_or_insert_with(Lexicon::default)
             .merge(more);
     }
-    let voice_name = opts
-        .settings
-        .voice
-        .clone()
-        .or_else(|| script.voice.clone())
-        .unwrap_or_else(|| DEFAULT_VOICE.to_owned());
-    let voice = VoiceFiles::resolve(&voice_name, &opts.assets.voices_dir())?;
+    // `--voice` is taken from the working directory, a voice the script names from the script's.
+    let voices_dir = opts.assets.voices_dir();
+    let base = opts.script.parent().unwrap_or(Path::new(""));
+    let voice = match (&opts.settings.voice, &script.voice) {
+        (Some(v), _) => VoiceFiles::resolve(v, &voices_dir)?,
+        (None, Some(v)) => VoiceFiles::resolve_from(v, base, &voices_dir)?,
+        (None, None) => VoiceFiles::resolve(DEFAULT_VOICE, &voices_dir)?,
+    };
+    let segment_files = segment_voice_files(&script, &opts.script, &voices_dir)?;
     let named_lexicon = guard::script_lexicon(&opts.script);
     let mut inputs = opts.inputs(&voice.model, &voice.config);
     if let Some(lexicon) = &named_lexicon {
         inputs.push(("lexicon the script names", lexicon.as_path()));
+    }
+    for files in segment_files.iter().flatten() {
+        inputs.push(("voice model a segment names", files.model.as_path()));
+        inputs.push(("voice config a segment names", files.config.as_path()));
     }
     let sidecar = opts.settings.sidecar(&opts.output);
     let cache = match &opts.cache {
@@ -97,20 +104,35 @@ pub fn load_inputs(
         CacheLocation::Temporary => None,
     };
     guard::check_render_outputs(&opts.output, sidecar.as_deref(), &inputs, cache)?;
-    let engine = SpeechEngine::new(
+    let noise = !opts.settings.deterministic;
+    let mut engine = SpeechEngine::new(
         service,
         SpeechOptions {
             voice,
             speed: script.speed,
-            noise: !opts.settings.deterministic,
+            noise,
             speaker: 0,
         },
     )?;
+    add_segment_voices(&mut engine, &script, &opts.script, segment_files, noise)?;
     if let Some(lexicon) = &script.lexicon {
-        let voice = engine.config();
-        lexicon.check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))?;
+        for voice in engine.configs() {
+            lexicon
+                .check_symbols(&voice.espeak_voice, |s| voice.has_symbol(s))
+                .map_err(|mut e| {
+                    // An inline entry's file is the script's.
+                    if e.file.as_os_str().is_empty() {
+                        e.file = opts.script.clone();
+                    }
+                    e
+                })?;
+        }
     }
-    for message in caveats(&script, &voice_name, &engine.config().espeak_voice) {
+    let voice_of = |segment: usize| {
+        let (name, config) = engine.segment_voice(segment);
+        (name, config.espeak_voice.as_str())
+    };
+    for message in caveats(&script, &voice_of) {
         progress.event(Event::Warning { message });
     }
     stopped()?;
@@ -118,15 +140,126 @@ pub fn load_inputs(
     Ok((script, engine))
 }
 
-/// What the voice will read otherwise than meant, one warning per kind naming the first segment:
-/// markup dropped (every tag but `<break>`), letters the voice's language does not use.
-fn caveats(script: &Script, voice: &str, language: &str) -> Vec<String> {
-    let first_of = |found: &dyn Fn(&str) -> Option<String>| {
+/// The voice files each segment names (`None` for a segment that names none), each name or path
+/// resolved once; a voice that is missing is exit 2 naming `segments[N].voice`.
+fn segment_voice_files(
+    script: &Script,
+    path: &Path,
+    voices_dir: &Path,
+) -> Result<Vec<Option<VoiceFiles>>> {
+    let base = path.parent().unwrap_or(Path::new(""));
+    let mut resolved: HashMap<&str, VoiceFiles> = HashMap::new();
+    let mut out = Vec::with_capacity(script.segments.len());
+    for (i, segment) in script.segments.iter().enumerate() {
+        let Some(name) = segment.voice.as_deref() else {
+            out.push(None);
+            continue;
+        };
+        if !resolved.contains_key(name) {
+            let files = VoiceFiles::resolve_from(name, base, voices_dir)
+                .map_err(|e| segment_error(path, i, "voice", e.to_string()))?;
+            resolved.insert(name, files);
+        }
+        out.push(resolved.get(name).cloned());
+    }
+    Ok(out)
+}
+
+/// Gives the engine the voice, pace and speaker of every segment that asks for its own, each
+/// checked against its voice before any work: a speaker the voice lacks (or any speaker on a
+/// single-speaker voice) and a voice of another sample rate are exit 2 naming the segment.
+fn add_segment_voices(
+    engine: &mut SpeechEngine,
+    script: &Script,
+    path: &Path,
+    files: Vec<Option<VoiceFiles>>,
+    noise: bool,
+) -> Result<()> {
+    let own =
+        |s: &crate::script::Segment| s.voice.is_some() || s.speaker.is_some() || s.speed.is_some();
+    if !script.segments.iter().any(own) {
+        return Ok(());
+    }
+    let (rate, main_name) = (
+        engine.config().sample_rate,
+        engine.voice_files().name.clone(),
+    );
+    let mut by_segment = Vec::with_capacity(script.segments.len());
+    for (i, (segment, files)) in script.segments.iter().zip(files).enumerate() {
+        if !own(segment) {
+            by_segment.push(0);
+            continue;
+        }
+        let fail = |field: &str, message: String| segment_error(path, i, field, message);
+        let files = match files {
+            Some(f) => f,
+            None => engine.voice_files().clone(),
+        };
+        let config = engine
+            .voice_config(&files)
+            .map_err(|e| fail("voice", e.to_string()))?;
+        if let Some(speaker) = segment.speaker {
+            if config.num_speakers <= 1 {
+                return Err(fail(
+                    "speaker",
+                    format!(
+                        "voice {} has a single speaker; remove \"speaker\", which chooses among the speakers of a multi-speaker voice",
+                        files.name
+                    ),
+                ));
+            }
+            if speaker >= config.num_speakers {
+                return Err(fail(
+                    "speaker",
+                    format!(
+                        "voice {} has speakers 0 to {}, not {speaker}",
+                        files.name,
+                        config.num_speakers - 1
+                    ),
+                ));
+            }
+        }
+        if config.sample_rate != rate {
+            return Err(fail(
+                "voice",
+                format!(
+                    "voice {} speaks at {} Hz and the render's voice {main_name} at {rate} Hz; talker does not resample between voices, so choose one of {rate} Hz (Piper's x_low and low voices are 16000 Hz, medium and high 22050 Hz)",
+                    files.name, config.sample_rate
+                ),
+            ));
+        }
+        let index = engine
+            .add_voice(SpeechOptions {
+                voice: files,
+                speed: segment.speed.unwrap_or(script.speed),
+                noise,
+                speaker: segment.speaker.unwrap_or(0),
+            })
+            .map_err(|e| fail("voice", e.to_string()))?;
+        by_segment.push(index);
+    }
+    engine.set_segment_voices(by_segment);
+    Ok(())
+}
+
+fn segment_error(path: &Path, i: usize, field: &str, message: String) -> Error {
+    Error::Script(ScriptError {
+        file: path.to_path_buf(),
+        at: format!("segments[{i}].{field}"),
+        message,
+    })
+}
+
+/// What the voices will read otherwise than meant, one warning per kind naming the first segment:
+/// markup dropped (every tag but `<break>`), letters the language of the segment's voice (its
+/// name and espeak-ng language from `voice_of`) does not use.
+fn caveats<'a>(script: &Script, voice_of: &dyn Fn(usize) -> (&'a str, &'a str)) -> Vec<String> {
+    let first_of = |found: &dyn Fn(usize, &str) -> Option<String>| {
         let mut hits = script
             .segments
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| found(&s.text).map(|what| (i, what)));
+            .filter_map(|(i, s)| found(i, &s.text).map(|what| (i, what)));
         let (i, what) = hits.next()?;
         let more = match hits.count() {
             0 => String::new(),
@@ -134,14 +267,15 @@ fn caveats(script: &Script, voice: &str, language: &str) -> Vec<String> {
         };
         Some(format!("segments[{i}].text{more}: {what}"))
     };
-    let markup = first_of(&|t| {
+    let markup = first_of(&|_, t| {
         text::markup::first_other_tag(t).map(|tag| {
             format!(
                 "holds markup ({tag}), which is dropped (not read aloud, not shown): talker reads plain text and understands one tag, <break time=\"1.5s\"/>"
             )
         })
     });
-    let foreign = first_of(&|t| {
+    let foreign = first_of(&|i, t| {
+        let (voice, language) = voice_of(i);
         text::caveats::foreign_letters(t, language).map(|system| {
             format!(
                 "has {system} letters, which voice {voice} ({language}) does not speak: espeak-ng names them letter by letter; use a voice for that language or write the words in Latin letters"
@@ -175,10 +309,11 @@ pub fn build_plan(
         stage: Stage::Phonemes,
         total: script.segments.len() as u64,
     });
-    let plan = Plan::build(
+    let (voices, by_segment) = engine.plan_voices();
+    let plan = Plan::build_voiced(
         script,
-        engine.config(),
-        engine.identity(),
+        &voices,
+        by_segment,
         &Phonemizer::global()?,
         clock,
         cancel,

@@ -2,7 +2,8 @@
 //!
 //! Format v1 (documented in the README):
 //! `{"title"?, "author"?, "lexicon"? (object or path), "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
-//!   "layout"? ("fill" | "fit"), "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?}, ...]}`.
+//!   "layout"? ("fill" | "fit"), "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?, "voice"?,
+//!   "speaker"?, "speed"?}, ...]}`.
 //! Validation is strict: unknown fields are refused with a "did you mean" hint, and every error
 //! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
 //! the first bad script instead of rendering nonsense.
@@ -83,6 +84,13 @@ pub struct Segment {
     pub say: Option<String>,
     pub pause_ms: u32,
     pub chapter: Option<String>,
+    /// A voice of its own instead of the render's (a name in the assets' `voices/`, or a path to
+    /// an `.onnx`, relative to the script); checked against the voice files before any work.
+    pub voice: Option<String>,
+    /// The speaker of a multi-speaker voice (Piper's `sid`); 0 when not given.
+    pub speaker: Option<u32>,
+    /// This segment's pace instead of the script's `speed`.
+    pub speed: Option<f32>,
 }
 
 impl Script {
@@ -182,7 +190,11 @@ struct Validator {
 const TOP_FIELDS: &[&str] = &[
     "title", "author", "lexicon", "voice", "speed", "fps", "size", "layout", "segments",
 ];
-const SEGMENT_FIELDS: &[&str] = &["text", "say", "pause_ms", "chapter"];
+const SEGMENT_FIELDS: &[&str] = &[
+    "text", "say", "pause_ms", "chapter", "voice", "speaker", "speed",
+];
+/// Speaker ids a segment may name; the voice's own `num_speakers` is checked when it loads.
+const SPEAKERS: std::ops::RangeInclusive<u64> = 0..=65_535;
 
 impl Validator {
     fn fail<T>(&mut self, at: &str, message: impl Into<String>) -> Option<T> {
@@ -276,15 +288,7 @@ impl Validator {
         let voice = obj.get("voice").map(|v| self.string(v, "voice", 4096));
         let speed = match obj.get("speed") {
             None => Some(1.0),
-            Some(v) => match v.as_f64() {
-                Some(s) if (0.5..=2.0).contains(&s) => Some(s as f32),
-                _ => self.fail(
-                    "speed",
-                    format!(
-                        "must be a number from 0.5 to 2.0 (1.0 is the voice's own pace), found {v}"
-                    ),
-                ),
-            },
+            Some(v) => self.speed(v, "speed"),
         };
         let fps = match obj.get("fps") {
             None => Some(DEFAULT_FPS),
@@ -319,6 +323,18 @@ impl Validator {
             cover: None,
             segments: segments?,
         })
+    }
+
+    fn speed(&mut self, v: &Value, at: &str) -> Option<f32> {
+        match v.as_f64() {
+            Some(s) if (0.5..=2.0).contains(&s) => Some(s as f32),
+            _ => self.fail(
+                at,
+                format!(
+                    "must be a number from 0.5 to 2.0 (1.0 is the voice's own pace), found {v}"
+                ),
+            ),
+        }
     }
 
     /// Inline entries, or a path to a lexicon file (whose own errors name that file).
@@ -420,11 +436,31 @@ impl Validator {
                 None => None,
                 Some(c) => Some(self.label(c, &format!("{at}.chapter"))?),
             };
+            let voice = match obj.get("voice") {
+                None => None,
+                Some(v) => Some(self.string(v, &format!("{at}.voice"), 4096)?),
+            };
+            let speaker = match obj.get("speaker") {
+                None => None,
+                Some(v) => Some(self.integer(
+                    v,
+                    &format!("{at}.speaker"),
+                    SPEAKERS,
+                    "the speaker id of a multi-speaker voice",
+                )?),
+            };
+            let speed = match obj.get("speed") {
+                None => None,
+                Some(v) => Some(self.speed(v, &format!("{at}.speed"))?),
+            };
             out.push(Segment {
                 text,
                 say,
                 pause_ms,
                 chapter,
+                voice,
+                speaker,
+                speed,
             });
         }
         Some(out)
@@ -477,6 +513,15 @@ impl Script {
                 }
                 if let Some(c) = &s.chapter {
                     o.insert("chapter".into(), c.as_str().into());
+                }
+                if let Some(v) = &s.voice {
+                    o.insert("voice".into(), v.as_str().into());
+                }
+                if let Some(n) = s.speaker {
+                    o.insert("speaker".into(), n.into());
+                }
+                if let Some(speed) = s.speed {
+                    o.insert("speed".into(), f64::from(speed).into());
                 }
                 Value::Object(o)
             })
@@ -613,6 +658,46 @@ mod tests {
                 "segments[0].say",
                 "nothing a voice can say",
             ),
+            (
+                r#"{"segments":[{"text":"a"},{"text":"b","voice":5}]}"#,
+                "segments[1].voice",
+                "must be a string",
+            ),
+            (
+                r#"{"segments":[{"text":"a","voice":""}]}"#,
+                "segments[0].voice",
+                "must not be empty",
+            ),
+            (
+                r#"{"segments":[{"text":"a","speaker":-1}]}"#,
+                "segments[0].speaker",
+                "whole number from 0 to 65535",
+            ),
+            (
+                r#"{"segments":[{"text":"a","speaker":"two"}]}"#,
+                "segments[0].speaker",
+                "whole number",
+            ),
+            (
+                r#"{"segments":[{"text":"a","speaker":1.5}]}"#,
+                "segments[0].speaker",
+                "whole number",
+            ),
+            (
+                r#"{"segments":[{"text":"a"},{"text":"b","speed":0.4}]}"#,
+                "segments[1].speed",
+                "0.5 to 2.0",
+            ),
+            (
+                r#"{"segments":[{"text":"a","speed":"slow"}]}"#,
+                "segments[0].speed",
+                "0.5 to 2.0",
+            ),
+            (
+                r#"{"segments":[{"text":"a","speeed":1}]}"#,
+                "segments[0].speeed",
+                "did you mean \"speed\"",
+            ),
         ];
         for (text, at, msg) in cases {
             let e = err(text);
@@ -622,13 +707,32 @@ mod tests {
     }
 
     #[test]
+    fn segments_may_name_a_voice_speaker_and_speed() {
+        let s = Script::parse(
+            r#"{"speed":1.25,"segments":[{"text":"a"},
+                {"text":"b","voice":"voices/other.onnx","speaker":3,"speed":0.7}]}"#,
+        )
+        .unwrap();
+        let (plain, own) = (&s.segments[0], &s.segments[1]);
+        assert_eq!(
+            (&plain.voice, plain.speaker, plain.speed),
+            (&None, None, None)
+        );
+        assert_eq!(own.voice.as_deref(), Some("voices/other.onnx"));
+        assert_eq!((own.speaker, own.speed), (Some(3), Some(0.7)));
+        assert_eq!(s.speed, 1.25, "the script's pace stays for the others");
+    }
+
+    #[test]
     fn to_json_round_trips() {
         let s = Script::parse(
             r#"{"title":"T","author":"A","lexicon":{"Nguyen":"win"},"speed":1.5,"fps":30,"size":[64,64],
-                "segments":[{"text":"One.","pause_ms":0,"chapter":"Intro"},{"text":"II","say":"Two"}]}"#,
+                "segments":[{"text":"One.","pause_ms":0,"chapter":"Intro"},{"text":"II","say":"Two"},
+                {"text":"Three.","voice":"other","speaker":2,"speed":0.75}]}"#,
         )
         .unwrap();
         assert_eq!(s.segments[1].say.as_deref(), Some("Two"));
+        assert_eq!(s.segments[2].speaker, Some(2));
         let again = Script::parse(&s.to_json().to_string()).unwrap();
         assert_eq!(again, s);
         assert_eq!(s.author.as_deref(), Some("A"));

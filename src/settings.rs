@@ -172,7 +172,7 @@ pub struct LookSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct RenderSettings {
-    /// Voice: a name in the assets' voices/ folder or a path to a Piper .onnx [default: the script's, else en_US-joe-medium].
+    /// Voice: a name in the assets' voices/ folder or a path to a Piper .onnx [default: the script's, else en_US-joe-medium]; a script segment that names its own voice keeps it.
     #[cfg_attr(feature = "cli", arg(long))]
     pub voice: Option<String>,
     #[cfg_attr(feature = "cli", command(flatten))]

@@ -7,6 +7,7 @@
 //! render whose speech is all cached never pays for it.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::cache::{Cache, Key, report_warnings};
-use crate::plan::{Plan, SpeechIdentity, Utterance};
+use crate::plan::{Plan, SpeechIdentity, Utterance, VoiceUse};
 use crate::progress::{Clock, Event, NoProgress, Progress, Stage};
 use crate::tts::batch::DEFAULT_EDGES;
 use crate::tts::batcher::{Batcher, BatcherStats, Client, Policy, Reply, VoiceRef};
@@ -107,15 +108,26 @@ impl SpeechStats {
     }
 }
 
-/// One render's speech: its voice and its client of the service.
+/// One voice as a render speaks it: its files, its config, and its scales and speaker.
+struct EngineVoice {
+    voice: Arc<VoiceRef>,
+    config: Arc<VoiceConfig>,
+    identity: SpeechIdentity,
+}
+
+/// One render's speech: its voices and its client of the service.
 pub struct SpeechEngine {
     client: Client,
-    voice: Arc<VoiceRef>,
-    config: VoiceConfig,
-    identity: SpeechIdentity,
+    /// The render's voice first, then each other voice, pace or speaker a segment asks for.
+    voices: Vec<EngineVoice>,
+    /// Voice files read so far (model path → config and model sha256): each is read once.
+    files: HashMap<PathBuf, (Arc<VoiceConfig>, [u8; 32])>,
+    /// The voice of each segment (an index into `voices`; the first past the end).
+    by_segment: Vec<usize>,
+    engine_tag: String,
     batches: bool,
-    /// Submitted, not yet returned: ticket → the phonemes to align.
-    pending: HashMap<u64, Vec<Kept>>,
+    /// Submitted, not yet returned: ticket → the voice and the phonemes to align.
+    pending: HashMap<u64, (usize, Vec<Kept>)>,
     /// Calls seen so far → their item counts.
     calls: HashMap<u64, usize>,
     pub stats: SpeechStats,
@@ -127,14 +139,58 @@ impl SpeechEngine {
         service: &SpeechService,
         options: SpeechOptions,
     ) -> Result<SpeechEngine, SpeechError> {
-        let config = VoiceConfig::load(&options.voice.config)?;
+        let mut engine = SpeechEngine {
+            client: service.batcher.client(),
+            voices: Vec::new(),
+            files: HashMap::new(),
+            by_segment: Vec::new(),
+            engine_tag: service.info().cache_tag(),
+            batches: service.batches(),
+            pending: HashMap::new(),
+            calls: HashMap::new(),
+            stats: SpeechStats::default(),
+        };
+        engine.add_voice(options)?;
+        Ok(engine)
+    }
+
+    /// The config of the voice in `files`, read (and its model hashed) once per file.
+    pub fn voice_config(&mut self, files: &VoiceFiles) -> Result<Arc<VoiceConfig>, SpeechError> {
+        Ok(Arc::clone(&self.read(files)?.0))
+    }
+
+    fn read(&mut self, files: &VoiceFiles) -> Result<(Arc<VoiceConfig>, [u8; 32]), SpeechError> {
+        if let Some(known) = self.files.get(&files.model) {
+            return Ok(known.clone());
+        }
+        let config = Arc::new(VoiceConfig::load(&files.config)?);
+        let read = (config, hash_file(&files.model)?);
+        self.files.insert(files.model.clone(), read.clone());
+        Ok(read)
+    }
+
+    /// Adds a voice (or another pace or speaker of one) and returns its index, the same index
+    /// for the same model bytes, config, scales and speaker. A voice with another sample rate
+    /// than the first is refused: talker does not resample speech.
+    pub fn add_voice(&mut self, options: SpeechOptions) -> Result<usize, SpeechError> {
+        let (config, voice_hash) = self.read(&options.voice)?;
         if options.speaker >= config.num_speakers.max(1) {
             return Err(SpeechError::Voice(format!(
                 "speaker {} does not exist; {} has {} speaker(s)",
                 options.speaker, options.voice.name, config.num_speakers
             )));
         }
-        let voice_hash = hash_file(&options.voice.model)?;
+        if let Some(first) = self.voices.first()
+            && first.config.sample_rate != config.sample_rate
+        {
+            return Err(SpeechError::Voice(format!(
+                "{} speaks at {} Hz and {} at {} Hz; talker does not resample between voices, so use voices of one sample rate",
+                options.voice.name,
+                config.sample_rate,
+                first.voice.files.name,
+                first.config.sample_rate
+            )));
+        }
         let d = config.defaults;
         let scales = Scales {
             noise: if options.noise { d.noise } else { 0.0 },
@@ -145,44 +201,102 @@ impl SpeechEngine {
             voice_hash,
             scales,
             speaker: options.speaker,
-            engine: service.info().cache_tag(),
+            engine: self.engine_tag.clone(),
         };
-        Ok(SpeechEngine {
-            client: service.batcher.client(),
+        if let Some(i) = self.voices.iter().position(|v| {
+            v.identity.voice_hash == voice_hash
+                && (Arc::ptr_eq(&v.config, &config) || *v.config == *config)
+                && v.identity.scales.to_bits() == scales.to_bits()
+                && v.identity.speaker == options.speaker
+        }) {
+            return Ok(i);
+        }
+        self.voices.push(EngineVoice {
             voice: Arc::new(VoiceRef {
                 files: options.voice,
                 hash: voice_hash,
             }),
             config,
             identity,
-            batches: service.batches(),
-            pending: HashMap::new(),
-            calls: HashMap::new(),
-            stats: SpeechStats::default(),
-        })
+        });
+        Ok(self.voices.len() - 1)
+    }
+
+    /// Which voice (an index from [`SpeechEngine::add_voice`]) speaks each segment.
+    pub fn set_segment_voices(&mut self, by_segment: Vec<usize>) {
+        self.by_segment = by_segment;
+    }
+
+    /// The voices as a plan uses them, and the voice of each segment
+    /// (see [`Plan::build_voiced`](crate::plan::Plan::build_voiced)).
+    pub fn plan_voices(&self) -> (Vec<VoiceUse<'_>>, &[usize]) {
+        let uses = self
+            .voices
+            .iter()
+            .map(|v| VoiceUse {
+                config: &v.config,
+                identity: &v.identity,
+            })
+            .collect();
+        (uses, &self.by_segment)
+    }
+
+    /// The config of each voice file in use, the render's own first.
+    pub fn configs(&self) -> Vec<&VoiceConfig> {
+        let mut out: Vec<&Arc<VoiceConfig>> = Vec::new();
+        for v in &self.voices {
+            if !out.iter().any(|c| Arc::ptr_eq(c, &v.config)) {
+                out.push(&v.config);
+            }
+        }
+        out.into_iter().map(Arc::as_ref).collect()
     }
 
     pub fn batches(&self) -> bool {
         self.batches
     }
 
+    /// The render's own voice (the first).
     pub fn config(&self) -> &VoiceConfig {
-        &self.config
+        &self.voices[0].config
     }
 
+    /// The files of the render's own voice.
+    pub fn voice_files(&self) -> &VoiceFiles {
+        &self.voices[0].voice.files
+    }
+
+    /// The name and config of the voice that speaks segment `i`.
+    pub fn segment_voice(&self, i: usize) -> (&str, &VoiceConfig) {
+        let v = self
+            .by_segment
+            .get(i)
+            .and_then(|&v| self.voices.get(v))
+            .unwrap_or(&self.voices[0]);
+        (&v.voice.files.name, &v.config)
+    }
+
+    /// What keys the phrases of the render's own voice.
     pub fn identity(&self) -> &SpeechIdentity {
-        &self.identity
+        &self.voices[0].identity
     }
 
     /// Queues an utterance; [`SpeechEngine::next`] returns it with this ticket.
     pub fn submit(&mut self, u: &Utterance) -> Result<u64, SpeechError> {
+        let v = self.voices.get(u.voice).ok_or_else(|| {
+            SpeechError::Engine(format!(
+                "an utterance names voice {} of {}",
+                u.voice,
+                self.voices.len()
+            ))
+        })?;
         let ticket = self.client.submit(
-            &self.voice,
-            self.identity.scales,
-            self.identity.speaker,
+            &v.voice,
+            v.identity.scales,
+            v.identity.speaker,
             u.ids.clone(),
         )?;
-        self.pending.insert(ticket, u.kept.clone());
+        self.pending.insert(ticket, (u.voice, u.kept.clone()));
         Ok(ticket)
     }
 
@@ -209,7 +323,7 @@ impl SpeechEngine {
                     result,
                     call,
                 }) => {
-                    let kept = self.pending.remove(&ticket).unwrap_or_default();
+                    let (voice, kept) = self.pending.remove(&ticket).unwrap_or_default();
                     let s = &mut self.stats;
                     s.load_seconds += call.load_seconds;
                     s.model_seconds += call.seconds / call.items.max(1) as f64;
@@ -220,15 +334,16 @@ impl SpeechEngine {
                     s.mean_batch_items =
                         self.calls.values().sum::<usize>() as f64 / self.calls.len() as f64;
                     let raw = result?;
+                    let config = &self.voices[voice.min(self.voices.len() - 1)].config;
                     let pcm = to_pcm16(&normalize_peak(raw.pcm));
-                    let phones = align(&kept, &raw.id_frames, self.config.hop, pcm.len() as u64);
+                    let phones = align(&kept, &raw.id_frames, config.hop, pcm.len() as u64);
                     s.synthesized += 1;
                     s.real_ids += raw.id_frames.len() as u64;
                     s.audio_samples += pcm.len() as u64;
                     return Ok((
                         ticket,
                         Speech {
-                            sample_rate: self.config.sample_rate,
+                            sample_rate: config.sample_rate,
                             pcm,
                             phones,
                         },

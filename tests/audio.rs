@@ -342,7 +342,7 @@ fn podcast_broadcast_and_off_on_m4b_and_wav() {
 }
 
 /// Subtitle cues of an SRT file: (start, end, text), times in seconds.
-fn srt_cues(path: &Path) -> Vec<(f64, f64, String)> {
+pub(crate) fn srt_cues(path: &Path) -> Vec<(f64, f64, String)> {
     let seconds = |t: &str| {
         let (hms, ms) = t.trim().split_once(',').unwrap();
         let v: Vec<f64> = hms.split(':').map(|x| x.parse().unwrap()).collect();

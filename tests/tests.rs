@@ -16,4 +16,5 @@ mod render;
 mod resume;
 mod speech;
 mod util;
+mod voices;
 mod writes;

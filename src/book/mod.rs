@@ -361,6 +361,9 @@ impl Book {
                 } else {
                     None
                 },
+                voice: None,
+                speaker: None,
+                speed: None,
             });
         }
     }

@@ -343,8 +343,8 @@ impl Job {
             settings,
             priority: spec.priority,
         };
-        let lexicon = job.script_lexicon();
-        let inputs = job.inputs(lexicon.as_deref());
+        let named = job.script_inputs();
+        let inputs = job.inputs(&named);
         for file in job.output_files(&confined) {
             crate::guard::check_output_file(&file, &inputs)
                 .map_err(|e| err("output", e.to_string()))?;
@@ -357,11 +357,31 @@ impl Job {
         crate::guard::script_lexicon(&self.script)
     }
 
-    /// What the job's output must never be, named for messages.
-    pub fn inputs<'a>(&'a self, lexicon: Option<&'a Path>) -> Vec<(&'static str, &'a Path)> {
+    /// The files the script names: its lexicon and the voice files it names by path (see
+    /// [`crate::guard::script_voices`]), for [`Job::inputs`].
+    pub fn script_inputs(&self) -> Vec<(&'static str, PathBuf)> {
+        let lexicon = self.script_lexicon();
+        let lexicon = lexicon.map(|l| ("lexicon the script names", l));
+        let voices = crate::guard::script_voices(&self.script);
+        lexicon
+            .into_iter()
+            .chain(
+                voices
+                    .into_iter()
+                    .map(|v| ("voice file the script names", v)),
+            )
+            .collect()
+    }
+
+    /// What the job's output must never be, named for messages; `named` is
+    /// [`Job::script_inputs`].
+    pub fn inputs<'a>(
+        &'a self,
+        named: &'a [(&'static str, PathBuf)],
+    ) -> Vec<(&'static str, &'a Path)> {
         let mut inputs = vec![("script", self.script.as_path())];
         inputs.extend(self.portrait.as_deref().map(|p| ("portrait", p)));
-        inputs.extend(lexicon.map(|l| ("lexicon the script names", l)));
+        inputs.extend(named.iter().map(|(what, p)| (*what, p.as_path())));
         inputs.extend(
             self.settings
                 .lexicon
@@ -391,7 +411,8 @@ impl Job {
 
     /// sha256 over everything that changes the output: the job (less its priority), the bytes of
     /// the script (or book), the portrait, the lexicon file the script names and the job's own
-    /// lexicons, and the talker version. Equal hashes mean equal renders.
+    /// lexicons, the voice files the script names by path, and the talker version. Equal hashes
+    /// mean equal renders.
     pub fn content_hash(&self) -> std::io::Result<String> {
         let mut h = Sha256::new();
         let mut field = |name: &str, bytes: &[u8]| {
@@ -415,6 +436,10 @@ impl Job {
             .chain(self.settings.lexicon.iter().map(|l| ("lexicon", l)));
         for (name, path) in files {
             stream_file(&mut h, name, path)?;
+        }
+        // Likewise a voice the script names by path: a script that names none hashes as before.
+        for path in crate::guard::script_voices(&self.script) {
+            stream_file(&mut h, "voice", &path)?;
         }
         if let Some(path) = self.background_image() {
             stream_file(&mut h, "background", path)?;
@@ -670,7 +695,7 @@ mod tests {
             Some(d.join("c.png").canonicalize().unwrap())
         );
         assert!(
-            job.inputs(None)
+            job.inputs(&[])
                 .iter()
                 .any(|(what, _)| *what == "cover image")
         );
@@ -683,6 +708,48 @@ mod tests {
         let e = resolve(r#"{"script": "b.md", "output": "b.m4b", "cover": "c.png"}"#).unwrap_err();
         assert_eq!(e.at, "cover", "{e}");
         assert!(e.message.contains("JPEG or PNG"), "{e}");
+    }
+
+    /// The voice files a script names by path (relative to the script) are inputs no output may
+    /// be, and their bytes are part of the content hash; a voice named by name is not a file of
+    /// the job's (as `voice` in the spec).
+    #[test]
+    fn the_voice_files_a_script_names_are_inputs_and_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("v")).unwrap();
+        std::fs::write(d.join("v/x.onnx"), "model").unwrap();
+        std::fs::write(d.join("v/x.onnx.json"), "{}").unwrap();
+        std::fs::write(
+            d.join("s.json"),
+            r#"{"segments": [{"text": "A."}, {"text": "B.", "voice": "v/x.onnx"},
+                {"text": "C.", "voice": "en_US-joe-medium"}, {"text": "D.", "voice": "v/x.onnx"}]}"#,
+        )
+        .unwrap();
+        let spec = JobSpec::parse(r#"{"script": "s.json", "output": "s.m4b"}"#).unwrap();
+        let job = Job::resolve(&d.join("job.json"), spec, &d.join("out")).unwrap();
+        let named = job.script_inputs();
+        let voices: Vec<&Path> = job
+            .inputs(&named)
+            .into_iter()
+            .filter(|(what, _)| *what == "voice file the script names")
+            .map(|(_, p)| p)
+            .collect();
+        let script_dir = job.script.parent().unwrap();
+        assert_eq!(
+            voices,
+            [
+                script_dir.join("v/x.onnx"),
+                script_dir.join("v/x.onnx.json")
+            ]
+        );
+        let first = job.content_hash().unwrap();
+        assert_eq!(job.content_hash().unwrap(), first);
+        std::fs::write(d.join("v/x.onnx"), "another model").unwrap();
+        let model_edited = job.content_hash().unwrap();
+        std::fs::write(d.join("v/x.onnx.json"), r#"{"a": 1}"#).unwrap();
+        let config_edited = job.content_hash().unwrap();
+        assert!(first != model_edited && model_edited != config_edited);
     }
 
     #[test]

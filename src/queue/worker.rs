@@ -457,12 +457,12 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         Ok(p) => p,
         Err(m) => return Ended::Refused(m),
     };
-    let lexicon = job.script_lexicon();
+    let named = job.script_inputs();
     let sidecar = job.settings.sidecar(&output);
     let checked = crate::guard::check_render_outputs(
         &output,
         sidecar.as_deref(),
-        &job.inputs(lexicon.as_deref()),
+        &job.inputs(&named),
         Some(ctx.opts.env.cache.as_path()),
     );
     if let Err(e) = checked {

@@ -32,13 +32,26 @@ pub struct VoiceFiles {
 impl VoiceFiles {
     /// Resolves `--voice`: a path to an `.onnx` file, or a name under `voices_dir`.
     pub fn resolve(voice: &str, voices_dir: &Path) -> Result<VoiceFiles> {
-        let as_path = Path::new(voice);
-        let model = if voice.ends_with(".onnx") || as_path.components().count() > 1 {
-            as_path.to_path_buf()
+        Self::resolve_from(voice, Path::new(""), voices_dir)
+    }
+
+    /// Whether `voice` is a path to a model (it ends in `.onnx` or names a folder), not the name
+    /// of one in the voices folder.
+    pub fn is_path(voice: &str) -> bool {
+        voice.ends_with(".onnx") || Path::new(voice).components().count() > 1
+    }
+
+    /// As [`VoiceFiles::resolve`], with a path taken relative to `base` (a script's folder, so a
+    /// script names its voices as it names its lexicon, wherever it is rendered from).
+    pub fn resolve_from(voice: &str, base: &Path, voices_dir: &Path) -> Result<VoiceFiles> {
+        let model = if Self::is_path(voice) {
+            base.join(voice)
         } else {
             voices_dir.join(format!("{voice}.onnx"))
         };
-        let config = PathBuf::from(format!("{}.json", model.display()));
+        let mut config = model.clone().into_os_string();
+        config.push(".json");
+        let config = PathBuf::from(config);
         let name = model
             .file_name()
             .and_then(|n| n.to_str())
@@ -47,8 +60,8 @@ impl VoiceFiles {
         for path in [&model, &config] {
             if !path.is_file() {
                 return Err(SpeechError::Voice(format!(
-                    "{} not found; a Piper voice is NAME.onnx plus NAME.onnx.json. Give --voice a path to the .onnx file, \
-                     or a name of a voice in {} (run scripts/fetch-assets to get the default voice)",
+                    "{} not found; a Piper voice is NAME.onnx plus NAME.onnx.json. Give a path to the .onnx file, \
+                     or the name of a voice in {} (run scripts/fetch-assets to get the default voice)",
                     path.display(),
                     voices_dir.display()
                 )));
@@ -144,7 +157,7 @@ impl Scales {
 }
 
 /// What talker needs from a voice's `.onnx.json`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VoiceConfig {
     pub sample_rate: u32,
     pub espeak_voice: String,
@@ -318,5 +331,30 @@ mod tests {
             err.to_string().contains("no-such-voice.onnx not found"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn paths_are_taken_relative_to_the_base_and_names_from_the_voices_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let (voices, scripts) = (dir.path().join("voices"), dir.path().join("scripts"));
+        for d in [&voices, &scripts.join("v")] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("a.onnx"), b"").unwrap();
+            std::fs::write(d.join("a.onnx.json"), b"").unwrap();
+        }
+        let named = VoiceFiles::resolve_from("a", &scripts, &voices).unwrap();
+        assert_eq!(named.model, voices.join("a.onnx"));
+        let by_path = VoiceFiles::resolve_from("v/a.onnx", &scripts, &voices).unwrap();
+        assert_eq!(by_path.model, scripts.join("v/a.onnx"));
+        assert_eq!(by_path.config, scripts.join("v/a.onnx.json"));
+        assert_eq!(by_path.name, "a");
+        let absolute = VoiceFiles::resolve_from(
+            voices.join("a.onnx").to_str().unwrap(),
+            &scripts,
+            Path::new("/nowhere"),
+        )
+        .unwrap();
+        assert_eq!(absolute.model, voices.join("a.onnx"));
+        assert!(VoiceFiles::resolve_from("a.onnx", &scripts, &voices).is_err());
     }
 }
