@@ -24,6 +24,7 @@ use crate::render::RenderError;
 use crate::script::Script;
 use crate::settings::{Background, Framing, Layout, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
+use crate::split;
 use crate::text;
 use crate::tts::voice::VoiceFiles;
 
@@ -91,12 +92,7 @@ pub fn load_inputs(
     if let Some(lexicon) = &named_lexicon {
         inputs.push(("lexicon the script names", lexicon.as_path()));
     }
-    let sidecar = opts.settings.sidecar(&opts.output);
-    let cache = match &opts.cache {
-        CacheLocation::Dir(dir) => Some(dir.as_path()),
-        CacheLocation::Temporary => None,
-    };
-    guard::check_render_outputs(&opts.output, sidecar.as_deref(), &inputs, cache)?;
+    check_outputs(opts, &script, &inputs)?;
     let engine = SpeechEngine::new(
         service,
         SpeechOptions {
@@ -116,6 +112,28 @@ pub fn load_inputs(
     stopped()?;
     clock.add(Stage::Script, t.elapsed());
     Ok((script, engine))
+}
+
+/// Every file the render writes, before any work: the output and its sidecar, or with
+/// `--split chapters` each chapter's file and sidecar in the output directory (created here).
+fn check_outputs(opts: &RenderOptions, script: &Script, inputs: &[(&str, &Path)]) -> Result<()> {
+    let cache = match &opts.cache {
+        CacheLocation::Dir(dir) => Some(dir.as_path()),
+        CacheLocation::Temporary => None,
+    };
+    let Some(parts) = split::planned(opts, script)? else {
+        let sidecar = opts.settings.sidecar(&opts.output);
+        return guard::check_render_outputs(&opts.output, sidecar.as_deref(), inputs, cache);
+    };
+    split::create_dir(&opts.output)?;
+    for part in &parts {
+        let sidecar = opts
+            .settings
+            .subtitles
+            .map(|f| part.path.with_extension(f.extension()));
+        guard::check_render_outputs(&part.path, sidecar.as_deref(), inputs, cache)?;
+    }
+    Ok(())
 }
 
 /// What the voice will read otherwise than meant, one warning per kind naming the first segment:

@@ -188,6 +188,12 @@ pub struct RenderSettings {
     #[cfg_attr(feature = "cli", arg(long, value_enum))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
+    /// One file per chapter: -o names a directory (created if missing) that receives
+    /// "NN - Title.ext" for each chapter, each with its track number; the kind comes from
+    /// --format, which is then required.
+    #[cfg_attr(feature = "cli", arg(long, value_enum, requires = "format"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
     /// Also write subtitles next to the output (book.m4b → book.srt), one cue per sentence.
     #[cfg_attr(feature = "cli", arg(long, value_enum))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,9 +244,34 @@ pub enum Format {
     Mp3,
 }
 
+/// `--split`: how the output is cut into files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    /// One file per chapter of the book, in the output directory.
+    Chapters,
+}
+
+impl Split {
+    /// The names flags and specs take.
+    pub const NAMES: &[&str] = &["chapters"];
+}
+
 impl Format {
     /// The names flags and specs take, in declaration order.
     pub const NAMES: &[&str] = crate::media::OUTPUT_EXTENSIONS;
+
+    /// The extension of the files written in this format (its name).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Mp4 => "mp4",
+            Format::M4b => "m4b",
+            Format::M4a => "m4a",
+            Format::Wav => "wav",
+            Format::Mp3 => "mp3",
+        }
+    }
 
     pub fn kind(self) -> OutputKind {
         match self {
@@ -261,6 +292,7 @@ impl Default for RenderSettings {
             crf: DEFAULT_CRF,
             preset: DEFAULT_PRESET.to_owned(),
             format: None,
+            split: None,
             subtitles: None,
             loudness: None,
             lexicon: Vec::new(),
@@ -292,6 +324,7 @@ impl RenderSettings {
         "crf",
         "preset",
         "format",
+        "split",
         "subtitles",
         "loudness",
         "lexicon",
@@ -309,14 +342,21 @@ impl RenderSettings {
             .map_or_else(|| OutputKind::of(output), Format::kind)
     }
 
-    /// The subtitle sidecar beside `output` (`book.m4b` → `book.srt`), when asked for.
+    /// The subtitle sidecar beside `output` (`book.m4b` → `book.srt`), when asked for. A split
+    /// output is a directory: each of its files has its own (see [`crate::split`]).
     pub fn sidecar(&self, output: &Path) -> Option<PathBuf> {
+        if self.split.is_some() {
+            return None;
+        }
         self.subtitles.map(|f| output.with_extension(f.extension()))
     }
 
-    /// What only the output's kind decides: a loudness standard on a video is refused, with the
-    /// message `render` gives for it.
+    /// What only the output's kind decides, with the messages `render` gives: a loudness
+    /// standard on a video is refused, and a split output must be a directory of a named kind.
     pub fn check_output(&self, output: &Path) -> Result<(), String> {
+        if self.split.is_some() {
+            crate::split::check_dir(output, self.format.is_some())?;
+        }
         if self.output_kind(output) != OutputKind::Mp4 {
             return Ok(());
         }
@@ -334,6 +374,59 @@ impl RenderSettings {
     /// defaults as the flags. Unknown fields are the caller's to refuse.
     pub(crate) fn from_spec(obj: &Map<String, Value>) -> Result<RenderSettings, Fail> {
         let voice = obj.get("voice").map(|v| string(v, "voice")).transpose()?;
+        let crf = obj
+            .get("crf")
+            .map(|v| integer(v, "crf", CRF, "x264 quality; lower is better").map(|n| n as u8))
+            .transpose()?
+            .unwrap_or(DEFAULT_CRF);
+        let preset = match obj.get("preset") {
+            None => DEFAULT_PRESET.to_owned(),
+            Some(v) => {
+                let p = string(v, "preset")?;
+                if !X264_PRESETS.contains(&p.as_str()) {
+                    return fail(
+                        "preset",
+                        format!(
+                            "{p:?} is not an x264 preset; use one of {}",
+                            X264_PRESETS.join(", ")
+                        ),
+                    );
+                }
+                p
+            }
+        };
+        let cover = obj
+            .get("cover")
+            .map(|v| path(v, "cover").map(PathBuf::from))
+            .transpose()?;
+        Ok(RenderSettings {
+            voice,
+            look: look_from_spec(obj)?,
+            crf,
+            preset,
+            format: choice(obj, "format", Format::NAMES)?,
+            split: choice(obj, "split", Split::NAMES)?,
+            subtitles: choice(obj, "subtitles", SubtitleFormat::NAMES)?,
+            loudness: choice(obj, "loudness", Loudness::NAMES)?,
+            lexicon: lexicon_from_spec(obj)?,
+            cover,
+            book: book_from_spec(obj)?,
+            deterministic: flag(obj, "deterministic")?,
+        })
+    }
+}
+
+/// A spec's `true`/`false` field, `false` when absent.
+fn flag(obj: &Map<String, Value>, at: &str) -> Result<bool, Fail> {
+    match obj.get(at) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => fail(at, format!("must be true or false, found {}", kind(v))),
+    }
+}
+
+/// The look fields of a job spec (`size` to `seed`).
+fn look_from_spec(obj: &Map<String, Value>) -> Result<LookSettings, Fail> {
         let size = obj.get("size").map(size).transpose()?;
         let fps = obj
             .get("fps")
@@ -366,11 +459,7 @@ impl RenderSettings {
                 Err(e) => return fail("background", e),
             },
         };
-        let still = match obj.get("still") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => return fail("still", format!("must be true or false, found {}", kind(v))),
-        };
+        let still = flag(obj, "still")?;
         let seed = match obj.get("seed") {
             None => 0,
             Some(v) => match v.as_u64() {
@@ -378,28 +467,20 @@ impl RenderSettings {
                 None => return fail("seed", format!("must be a whole number ≥ 0, found {v}")),
             },
         };
-        let crf = obj
-            .get("crf")
-            .map(|v| integer(v, "crf", CRF, "x264 quality; lower is better").map(|n| n as u8))
-            .transpose()?
-            .unwrap_or(DEFAULT_CRF);
-        let preset = match obj.get("preset") {
-            None => DEFAULT_PRESET.to_owned(),
-            Some(v) => {
-                let p = string(v, "preset")?;
-                if !X264_PRESETS.contains(&p.as_str()) {
-                    return fail(
-                        "preset",
-                        format!(
-                            "{p:?} is not an x264 preset; use one of {}",
-                            X264_PRESETS.join(", ")
-                        ),
-                    );
-                }
-                p
-            }
-        };
-        let lexicon = match obj.get("lexicon") {
+        Ok(LookSettings {
+            size,
+            fps,
+            framing,
+            layout,
+            background,
+            still,
+            seed,
+        })
+}
+
+/// A job spec's `lexicon`: one file name or an array of them.
+fn lexicon_from_spec(obj: &Map<String, Value>) -> Result<Vec<PathBuf>, Fail> {
+        Ok(match obj.get("lexicon") {
             None => Vec::new(),
             Some(Value::String(_)) => vec![PathBuf::from(path(&obj["lexicon"], "lexicon")?)],
             Some(Value::Array(items)) => items
@@ -416,13 +497,13 @@ impl RenderSettings {
                     ),
                 );
             }
-        };
-        let cover = obj
-            .get("cover")
-            .map(|v| path(v, "cover").map(PathBuf::from))
-            .transpose()?;
+        })
+}
+
+/// A job spec's book options (`matter` to `chapters`).
+fn book_from_spec(obj: &Map<String, Value>) -> Result<BookOptions, Fail> {
         let defaults = BookOptions::default();
-        let book = BookOptions {
+        Ok(BookOptions {
             matter: choice(obj, "matter", Matter::NAMES)?.unwrap_or(defaults.matter),
             notes: choice(obj, "notes", NotesMode::NAMES)?.unwrap_or(defaults.notes),
             chapter_depth: obj
@@ -445,42 +526,9 @@ impl RenderSettings {
                     Err(e) => return fail("chapters", e),
                 },
             },
-        };
-        let deterministic = match obj.get("deterministic") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => {
-                return fail(
-                    "deterministic",
-                    format!("must be true or false, found {}", kind(v)),
-                );
-            }
-        };
-        Ok(RenderSettings {
-            voice,
-            look: LookSettings {
-                size,
-                fps,
-                framing,
-                layout,
-                background,
-                still,
-                seed,
-            },
-            crf,
-            preset,
-            format: choice(obj, "format", Format::NAMES)?,
-            subtitles: choice(obj, "subtitles", SubtitleFormat::NAMES)?,
-            loudness: choice(obj, "loudness", Loudness::NAMES)?,
-            lexicon,
-            cover,
-            book,
-            deterministic,
         })
-    }
 }
 
-/// One of `names` (the value enum's own, as its flag takes them), or absent.
 fn choice<T: serde::de::DeserializeOwned>(
     obj: &Map<String, Value>,
     at: &str,
@@ -735,6 +783,7 @@ mod tests {
             crf: 30,
             preset: "ultrafast".into(),
             format: Some(Format::M4b),
+            split: Some(Split::Chapters),
             subtitles: Some(SubtitleFormat::Srt),
             loudness: Some(Loudness::Podcast),
             lexicon: vec!["/l.json".into()],
@@ -833,6 +882,7 @@ mod tests {
         assert!(bad("matter", Value::from("front")).1.contains("\"body\""));
         assert!(bad("notes", Value::from("foot")).1.contains("\"end\""));
         assert!(bad("format", Value::from("mov")).1.contains("\"m4b\""));
+        assert!(bad("split", Value::from("parts")).1.contains("\"chapters\""));
     }
 
     #[test]
@@ -866,6 +916,7 @@ mod tests {
                 .collect()
         }
         assert_eq!(names::<Format>(), Format::NAMES);
+        assert_eq!(names::<Split>(), Split::NAMES);
         assert_eq!(names::<Loudness>(), Loudness::NAMES);
         assert_eq!(names::<SubtitleFormat>(), SubtitleFormat::NAMES);
         assert_eq!(names::<Matter>(), Matter::NAMES);
