@@ -182,7 +182,7 @@ mod tests {
     fn separators_controls_and_reserved_characters_are_replaced() {
         assert_eq!(
             file_name(1, 2, "Part 1: A/B \\ <c>?*|\"d\"", "m4b"),
-            "01 - Part 1_ A_B _ _c____d_.m4b"
+            "01 - Part 1_ A_B _ _c_____d_.m4b"
         );
         assert_eq!(file_name(2, 2, "tab\there\u{7f}", "mp3"), "02 - tab_here_.mp3");
         assert_eq!(file_name(1, 2, "..", "mp3"), "01.mp3");

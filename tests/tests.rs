@@ -15,5 +15,6 @@ mod queue;
 mod render;
 mod resume;
 mod speech;
+mod split;
 mod util;
 mod writes;

@@ -222,6 +222,14 @@ fn parse_value(v: &Value) -> Result<JobSpec, Fail> {
     )?;
     relative_output(&output).map_err(|m| ("output".to_owned(), m))?;
     let settings = RenderSettings::from_spec(obj)?;
+    if settings.split.is_some() {
+        // A job publishes a set of files named before it renders; a split's names come from
+        // the book's chapters.
+        return fail(
+            "split",
+            "a queued job writes one output (and its subtitles), not a directory of chapters; render the book with talker render --split chapters, or leave out \"split\"",
+        );
+    }
     match (settings.output_kind(&output), &portrait) {
         (OutputKind::Mp4, None) => {
             return fail(
@@ -589,6 +597,11 @@ mod tests {
                 "did you mean \"subtitles\"",
             ),
             (r#"{"script": "b.md", "output": "b.ogg"}"#, "output", ".m4b"),
+            (
+                r#"{"script": "b.md", "output": "b.m4b", "split": "chapters"}"#,
+                "split",
+                "talker render --split chapters",
+            ),
         ];
         for (text, at, needle) in cases {
             let e = err(text);
