@@ -99,6 +99,13 @@ pub fn check_render_outputs(
 /// [`check_output`] for any file written, named `what` in messages.
 fn check_written(what: &str, path: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
     names_a_file(what, path)?;
+    let parent = existing_parent(what, path)?;
+    check_file(what, path, inputs)?;
+    probe_directory(parent, path)
+}
+
+/// The directory `path` (written as `what`) goes in, which must exist.
+fn existing_parent<'a>(what: &str, path: &'a Path) -> Result<&'a Path> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -110,8 +117,20 @@ fn check_written(what: &str, path: &Path, inputs: &[(&str, &Path)]) -> Result<()
             path.display()
         )));
     }
-    check_file(what, path, inputs)?;
-    probe_directory(parent, path)
+    Ok(parent)
+}
+
+/// Creates the directory a `--split chapters` render writes into, when missing; its parent
+/// must exist, as a single output's directory must.
+pub fn create_output_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    existing_parent("output", dir)?;
+    std::fs::create_dir(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// A path that ends in `/` or `..` names a directory, and the final rename would fail on it.

@@ -60,6 +60,7 @@ pub fn run(
     opts.settings
         .check_output(&opts.output)
         .map_err(Error::Usage)?;
+    split::check_output(&opts.settings, &opts.output).map_err(Error::Usage)?;
     if let OutputKind::Audio(format) = opts.settings.output_kind(&opts.output) {
         return audio::render_audio(opts, format, service, progress, cancel);
     }

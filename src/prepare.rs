@@ -125,7 +125,7 @@ fn check_outputs(opts: &RenderOptions, script: &Script, inputs: &[(&str, &Path)]
         let sidecar = opts.settings.sidecar(&opts.output);
         return guard::check_render_outputs(&opts.output, sidecar.as_deref(), inputs, cache);
     };
-    split::create_dir(&opts.output)?;
+    guard::create_output_dir(&opts.output)?;
     for part in &parts {
         let sidecar = opts
             .settings

@@ -351,12 +351,9 @@ impl RenderSettings {
         self.subtitles.map(|f| output.with_extension(f.extension()))
     }
 
-    /// What only the output's kind decides, with the messages `render` gives: a loudness
-    /// standard on a video is refused, and a split output must be a directory of a named kind.
+    /// What only the output's kind decides: a loudness standard on a video is refused, with the
+    /// message `render` gives for it.
     pub fn check_output(&self, output: &Path) -> Result<(), String> {
-        if self.split.is_some() {
-            crate::split::check_dir(output, self.format.is_some())?;
-        }
         if self.output_kind(output) != OutputKind::Mp4 {
             return Ok(());
         }
@@ -427,106 +424,106 @@ fn flag(obj: &Map<String, Value>, at: &str) -> Result<bool, Fail> {
 
 /// The look fields of a job spec (`size` to `seed`).
 fn look_from_spec(obj: &Map<String, Value>) -> Result<LookSettings, Fail> {
-        let size = obj.get("size").map(size).transpose()?;
-        let fps = obj
-            .get("fps")
-            .map(|v| integer(v, "fps", FPS, "frames per second").map(|n| n as u32))
-            .transpose()?;
-        let framing = match obj.get("framing") {
-            None => Framing::Full,
-            Some(v) => match v.as_str() {
-                Some("full") => Framing::Full,
-                Some("head") => Framing::Head,
-                _ => {
-                    return fail(
-                        "framing",
-                        format!("must be \"full\" or \"head\", found {v}"),
-                    );
-                }
-            },
-        };
-        let layout = match obj.get("layout") {
-            None => None,
-            Some(v) => match v.as_str().and_then(Layout::from_tag) {
-                Some(layout) => Some(layout),
-                None => return fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
-            },
-        };
-        let background = match obj.get("background") {
-            None => Background::Blur,
-            Some(v) => match string(v, "background")?.parse() {
-                Ok(b) => b,
-                Err(e) => return fail("background", e),
-            },
-        };
-        let still = flag(obj, "still")?;
-        let seed = match obj.get("seed") {
-            None => 0,
-            Some(v) => match v.as_u64() {
-                Some(n) => n,
-                None => return fail("seed", format!("must be a whole number ≥ 0, found {v}")),
-            },
-        };
-        Ok(LookSettings {
-            size,
-            fps,
-            framing,
-            layout,
-            background,
-            still,
-            seed,
-        })
+    let size = obj.get("size").map(size).transpose()?;
+    let fps = obj
+        .get("fps")
+        .map(|v| integer(v, "fps", FPS, "frames per second").map(|n| n as u32))
+        .transpose()?;
+    let framing = match obj.get("framing") {
+        None => Framing::Full,
+        Some(v) => match v.as_str() {
+            Some("full") => Framing::Full,
+            Some("head") => Framing::Head,
+            _ => {
+                return fail(
+                    "framing",
+                    format!("must be \"full\" or \"head\", found {v}"),
+                );
+            }
+        },
+    };
+    let layout = match obj.get("layout") {
+        None => None,
+        Some(v) => match v.as_str().and_then(Layout::from_tag) {
+            Some(layout) => Some(layout),
+            None => return fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+        },
+    };
+    let background = match obj.get("background") {
+        None => Background::Blur,
+        Some(v) => match string(v, "background")?.parse() {
+            Ok(b) => b,
+            Err(e) => return fail("background", e),
+        },
+    };
+    let still = flag(obj, "still")?;
+    let seed = match obj.get("seed") {
+        None => 0,
+        Some(v) => match v.as_u64() {
+            Some(n) => n,
+            None => return fail("seed", format!("must be a whole number ≥ 0, found {v}")),
+        },
+    };
+    Ok(LookSettings {
+        size,
+        fps,
+        framing,
+        layout,
+        background,
+        still,
+        seed,
+    })
 }
 
 /// A job spec's `lexicon`: one file name or an array of them.
 fn lexicon_from_spec(obj: &Map<String, Value>) -> Result<Vec<PathBuf>, Fail> {
-        Ok(match obj.get("lexicon") {
-            None => Vec::new(),
-            Some(Value::String(_)) => vec![PathBuf::from(path(&obj["lexicon"], "lexicon")?)],
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| path(v, &format!("lexicon[{i}]")).map(PathBuf::from))
-                .collect::<Result<_, _>>()?,
-            Some(v) => {
-                return fail(
-                    "lexicon",
-                    format!(
-                        "must be a file name or an array of them (JSON lexicons, relative to this spec file), found {}",
-                        kind(v)
-                    ),
-                );
-            }
-        })
+    Ok(match obj.get("lexicon") {
+        None => Vec::new(),
+        Some(Value::String(_)) => vec![PathBuf::from(path(&obj["lexicon"], "lexicon")?)],
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| path(v, &format!("lexicon[{i}]")).map(PathBuf::from))
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return fail(
+                "lexicon",
+                format!(
+                    "must be a file name or an array of them (JSON lexicons, relative to this spec file), found {}",
+                    kind(v)
+                ),
+            );
+        }
+    })
 }
 
 /// A job spec's book options (`matter` to `chapters`).
 fn book_from_spec(obj: &Map<String, Value>) -> Result<BookOptions, Fail> {
-        let defaults = BookOptions::default();
-        Ok(BookOptions {
-            matter: choice(obj, "matter", Matter::NAMES)?.unwrap_or(defaults.matter),
-            notes: choice(obj, "notes", NotesMode::NAMES)?.unwrap_or(defaults.notes),
-            chapter_depth: obj
-                .get("chapter_depth")
-                .map(|v| {
-                    integer(
-                        v,
-                        "chapter_depth",
-                        1..=i64::from(MAX_CHAPTER_DEPTH),
-                        "levels of the table of contents",
-                    )
-                    .map(|n| n as u8)
-                })
-                .transpose()?
-                .unwrap_or(defaults.chapter_depth),
-            chapters: match obj.get("chapters") {
-                None => None,
-                Some(v) => match string(v, "chapters")?.parse() {
-                    Ok(list) => Some(list),
-                    Err(e) => return fail("chapters", e),
-                },
+    let defaults = BookOptions::default();
+    Ok(BookOptions {
+        matter: choice(obj, "matter", Matter::NAMES)?.unwrap_or(defaults.matter),
+        notes: choice(obj, "notes", NotesMode::NAMES)?.unwrap_or(defaults.notes),
+        chapter_depth: obj
+            .get("chapter_depth")
+            .map(|v| {
+                integer(
+                    v,
+                    "chapter_depth",
+                    1..=i64::from(MAX_CHAPTER_DEPTH),
+                    "levels of the table of contents",
+                )
+                .map(|n| n as u8)
+            })
+            .transpose()?
+            .unwrap_or(defaults.chapter_depth),
+        chapters: match obj.get("chapters") {
+            None => None,
+            Some(v) => match string(v, "chapters")?.parse() {
+                Ok(list) => Some(list),
+                Err(e) => return fail("chapters", e),
             },
-        })
+        },
+    })
 }
 
 fn choice<T: serde::de::DeserializeOwned>(
@@ -882,7 +879,11 @@ mod tests {
         assert!(bad("matter", Value::from("front")).1.contains("\"body\""));
         assert!(bad("notes", Value::from("foot")).1.contains("\"end\""));
         assert!(bad("format", Value::from("mov")).1.contains("\"m4b\""));
-        assert!(bad("split", Value::from("parts")).1.contains("\"chapters\""));
+        assert!(
+            bad("split", Value::from("parts"))
+                .1
+                .contains("\"chapters\"")
+        );
     }
 
     #[test]

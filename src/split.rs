@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::script::Script;
-use crate::settings::RenderOptions;
+use crate::settings::{RenderOptions, RenderSettings};
 
 /// The longest file name written, in bytes: well under the 255 of common file systems, leaving
 /// room for the temp name's `.NAME.partial-HOST-PID-N` while the file is written.
@@ -40,32 +40,13 @@ pub fn planned(opts: &RenderOptions, script: &Script) -> Result<Option<Vec<Part>
     Ok(Some(parts(&opts.output, &titles, format.extension())))
 }
 
-/// Creates the output directory when missing (its parent must exist, as a single file's
-/// directory must).
-pub fn create_dir(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
+/// Refuses, before any work, a split output that cannot be a directory of files of a known kind;
+/// anything goes without `--split`.
+pub fn check_output(settings: &RenderSettings, output: &Path) -> Result<(), String> {
+    if settings.split.is_none() {
         return Ok(());
     }
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(Error::Usage(format!(
-            "output directory {} (of {}) does not exist; create it or choose another -o path",
-            parent.display(),
-            dir.display()
-        )));
-    }
-    std::fs::create_dir(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })
-}
-
-/// Refuses, before any work, a split output that cannot be a directory of files of a known kind.
-pub fn check_dir(output: &Path, has_format: bool) -> Result<(), String> {
-    if !has_format {
+    if settings.format.is_none() {
         return Err(format!(
             "--split chapters writes a directory ({}), whose name says nothing of the files' kind: add --format m4b (or m4a, mp3, wav, mp4)",
             output.display()
@@ -121,7 +102,12 @@ pub fn chunk_ranges(plan: &Plan) -> Vec<Range<usize>> {
         })
         .collect();
     let ends = starts.iter().skip(1).copied().chain([plan.chunks.len()]);
-    let mut ranges: Vec<Range<usize>> = starts.iter().copied().zip(ends).map(|(a, b)| a..b).collect();
+    let mut ranges: Vec<Range<usize>> = starts
+        .iter()
+        .copied()
+        .zip(ends)
+        .map(|(a, b)| a..b)
+        .collect();
     if let Some(first) = ranges.first_mut() {
         first.start = 0;
     }
@@ -170,6 +156,7 @@ fn safe_title(title: &str, max_bytes: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::{Format, Split};
 
     #[test]
     fn names_are_numbered_to_the_width_of_the_count() {
@@ -184,14 +171,20 @@ mod tests {
             file_name(1, 2, "Part 1: A/B \\ <c>?*|\"d\"", "m4b"),
             "01 - Part 1_ A_B _ _c_____d_.m4b"
         );
-        assert_eq!(file_name(2, 2, "tab\there\u{7f}", "mp3"), "02 - tab_here_.mp3");
+        assert_eq!(
+            file_name(2, 2, "tab\there\u{7f}", "mp3"),
+            "02 - tab_here_.mp3"
+        );
         assert_eq!(file_name(1, 2, "..", "mp3"), "01.mp3");
         assert_eq!(file_name(1, 2, "  ", "mp3"), "01.mp3");
     }
 
     #[test]
     fn trailing_dots_and_spaces_go() {
-        assert_eq!(file_name(1, 2, "And so on. . .", "m4a"), "01 - And so on.m4a");
+        assert_eq!(
+            file_name(1, 2, "And so on. . .", "m4a"),
+            "01 - And so on.m4a"
+        );
         assert_eq!(file_name(1, 2, "CON", "wav"), "01 - CON.wav");
     }
 
@@ -200,7 +193,10 @@ mod tests {
         let title = "é".repeat(200);
         let name = file_name(12, 40, &title, "m4b");
         assert!(name.len() <= MAX_NAME_BYTES, "{}", name.len());
-        assert!(name.starts_with("12 - éé") && name.ends_with("é.m4b"), "{name}");
+        assert!(
+            name.starts_with("12 - éé") && name.ends_with("é.m4b"),
+            "{name}"
+        );
         // Cut at 141 bytes, right after a space, which then goes too.
         let spaced = format!("{}{}", "a".repeat(140), " b");
         let name = file_name(1, 2, &spaced, "m4b");
@@ -220,12 +216,19 @@ mod tests {
     #[test]
     fn a_split_needs_a_kind_and_no_regular_file() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(check_dir(dir.path(), false).unwrap_err().contains("--format m4b"));
-        assert!(check_dir(dir.path(), true).is_ok());
-        assert!(check_dir(&dir.path().join("new"), true).is_ok());
+        let mut settings = RenderSettings {
+            split: Some(Split::Chapters),
+            ..RenderSettings::default()
+        };
+        let e = check_output(&settings, dir.path()).unwrap_err();
+        assert!(e.contains("--format m4b"), "{e}");
+        settings.format = Some(Format::M4b);
+        assert!(check_output(&settings, dir.path()).is_ok());
+        assert!(check_output(&settings, &dir.path().join("new")).is_ok());
         let file = dir.path().join("book.m4b");
         std::fs::write(&file, b"x").unwrap();
-        let e = check_dir(&file, true).unwrap_err();
+        assert!(check_output(&RenderSettings::default(), &file).is_ok());
+        let e = check_output(&settings, &file).unwrap_err();
         assert!(e.contains("is a file") && e.contains("book/"), "{e}");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{assert_success, listing, probe, talker};
+use crate::util::{assert_success, listing, probe, render_deterministic as render, talker};
 
 /// Three short chapters; the last title needs making safe for a file name.
 const BOOK: &str = r#"{"title": "The Keeper", "author": "Ada Writer", "segments": [
@@ -11,18 +11,6 @@ const BOOK: &str = r#"{"title": "The Keeper", "author": "Ada Writer", "segments"
     {"chapter": "Part 3: Ships/Gulls?", "text": "The gulls were loud."}]}"#;
 
 const NAMES: [&str; 3] = ["01 - Dusk", "02 - Dawn", "03 - Part 3_ Ships_Gulls_"];
-
-fn render(dir: &Path, script: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
-    let o = talker(dir)
-        .args(["render", "--json", "--deterministic", "-o"])
-        .arg(out)
-        .arg(script)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert_success(&o);
-    serde_json::from_slice(&o.stdout).expect("the report is JSON")
-}
 
 fn duration(path: &Path) -> f64 {
     probe(path)["format"]["duration"]
@@ -104,7 +92,10 @@ fn a_book_splits_into_chapter_m4b_files_that_add_up_to_the_whole() {
     assert_eq!(all_cues.len(), whole_cues.len());
     for ((a, ta), (b, tb)) in all_cues.iter().zip(&whole_cues) {
         assert_eq!(ta, tb);
-        assert!((a - b).abs() < 0.01, "{ta}: {a} in the parts, {b} in the whole");
+        assert!(
+            (a - b).abs() < 0.01,
+            "{ta}: {a} in the parts, {b} in the whole"
+        );
     }
 
     // Again over the same directory: the files are replaced, as a single output is, and
@@ -153,7 +144,14 @@ fn a_video_splits_into_chapter_mp4_files() {
     let d = dir.path();
     let book = book(d);
     let portrait = crate::util::repo("examples/portrait.png");
-    let look = ["--size", "128x128", "--framing", "head", "--subtitles", "vtt"];
+    let look = [
+        "--size",
+        "128x128",
+        "--framing",
+        "head",
+        "--subtitles",
+        "vtt",
+    ];
     let o = talker(d)
         .args(["render", "--json", "--deterministic", "-o"])
         .arg(d.join("whole.mp4"))
@@ -212,7 +210,10 @@ fn bad_split_outputs_are_exit_2_naming_the_fix() {
     let file = d.join("book.m4b");
     std::fs::write(&file, b"not a directory").unwrap();
     let e = fails(&file, &book, &["--format", "m4b"]);
-    assert!(e.contains("is a file") && e.contains("directory path"), "{e}");
+    assert!(
+        e.contains("is a file") && e.contains("directory path"),
+        "{e}"
+    );
     assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
 
     let e = fails(&d.join("out"), &book, &[]);
@@ -221,7 +222,10 @@ fn bad_split_outputs_are_exit_2_naming_the_fix() {
     let flat = d.join("flat.json");
     std::fs::write(&flat, r#"{"segments": [{"text": "No chapters here."}]}"#).unwrap();
     let e = fails(&d.join("flat"), &flat, &["--format", "mp3"]);
-    assert!(e.contains("has no chapters") && e.contains("\"chapter\""), "{e}");
+    assert!(
+        e.contains("has no chapters") && e.contains("\"chapter\""),
+        "{e}"
+    );
     assert!(!d.join("flat").exists());
 
     // A lexicon where the second chapter's subtitles would go is never overwritten.

@@ -76,7 +76,7 @@ pub(super) fn render_audio(
     let parts = split::planned(opts, &script)?;
     let ranges = match &parts {
         Some(_) => split::chunk_ranges(&plan),
-        None => vec![0..plan.chunks.len()],
+        None => std::iter::once(0..plan.chunks.len()).collect(),
     };
     let standard = Loudness::resolve(opts.settings.loudness, OutputKind::Audio(format));
     let mut measured = speaker.measure(standard.is_some(), &ranges)?;
@@ -138,7 +138,10 @@ const ACX_MAX_FILE_SECONDS: f64 = 120.0 * 60.0;
 
 /// A warning for each file over ACX's two hours.
 fn warn_long_files(files: &[PartFile], progress: &dyn Progress) {
-    for f in files.iter().filter(|f| f.audio_seconds > ACX_MAX_FILE_SECONDS) {
+    for f in files
+        .iter()
+        .filter(|f| f.audio_seconds > ACX_MAX_FILE_SECONDS)
+    {
         progress.event(Event::Warning {
             message: format!(
                 "{}: {:.0} minutes long, and ACX takes at most 120 minutes a file: render with --split chapters, or cut the longest chapters in two",
@@ -246,12 +249,7 @@ struct FileSink {
 
 impl FileSink {
     /// `pcm` levelled (and measured into `after`) when levelling, as it is otherwise.
-    fn push(
-        &mut self,
-        pcm: &[i16],
-        after: &mut Option<Meter>,
-        buf: &mut Vec<i16>,
-    ) -> Result<()> {
+    fn push(&mut self, pcm: &[i16], after: &mut Option<Meter>, buf: &mut Vec<i16>) -> Result<()> {
         match (&mut self.leveller, after) {
             (Some(l), Some(after)) => {
                 buf.clear();
@@ -405,8 +403,7 @@ impl Speaker<'_> {
                 cover: script.cover.clone(),
             };
             media::remove_stale_partials(&target.path);
-            let writer =
-                AudioWriter::create(&target.path, format, rate, &meta, acx, opts.threads)?;
+            let writer = AudioWriter::create(&target.path, format, rate, &meta, acx, opts.threads)?;
             Ok(FileSink {
                 writer,
                 leveller: levelling.as_ref().map(|l| l.leveller(i)),
