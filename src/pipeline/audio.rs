@@ -504,3 +504,47 @@ impl Speaker<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Keeps the warnings.
+    #[derive(Default)]
+    struct Warnings(Mutex<Vec<String>>);
+
+    impl Progress for Warnings {
+        fn event(&self, event: Event) {
+            if let Event::Warning { message } = event {
+                self.0.lock().unwrap().push(message);
+            }
+        }
+    }
+
+    #[test]
+    fn files_over_two_hours_are_named_in_a_warning() {
+        let file = |name: &str, minutes: f64| PartFile {
+            path: PathBuf::from(name),
+            track: 1,
+            title: String::new(),
+            subtitles: None,
+            bytes: 0,
+            audio_seconds: minutes * 60.0,
+        };
+        let files = [
+            file("01 - Long.mp3", 121.0),
+            file("02 - Short.mp3", 119.9),
+            file("03 - Limit.mp3", 120.0),
+        ];
+        let warnings = Warnings::default();
+        warn_long_files(&files, &warnings);
+        let w = warnings.0.into_inner().unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("01 - Long.mp3: 121 minutes long") && w[0].contains("120 minutes"),
+            "{w:?}"
+        );
+    }
+}
