@@ -223,6 +223,32 @@ pub fn script_lexicon(script: &Path) -> Option<PathBuf> {
 /// the extension of a kind talker writes (`.mp4`, `.m4b`, `.m4a`, `.wav`, `.mp3`). Symlinks are
 /// checked by [`confine`].
 pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
+    let known = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| {
+            crate::media::OUTPUT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
+        });
+    if normal_components(output)? == 0 || !known {
+        return Err(
+            "must name an .mp4, .m4b, .m4a, .wav or .mp3 file, e.g. \"series/episode-01.mp4\" or \"books/emma.m4b\""
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A path relative to the output root: no `..`, not absolute, not empty (a queued job's output,
+/// or the directory of a split job's files).
+pub fn relative_path(output: &Path) -> std::result::Result<(), String> {
+    if normal_components(output)? == 0 {
+        return Err("is empty; give a path relative to the output root (--out-root)".into());
+    }
+    Ok(())
+}
+
+/// How many names `output` has, refusing `..` and absolute paths.
+fn normal_components(output: &Path) -> std::result::Result<usize, String> {
     let mut normal = 0;
     for c in output.components() {
         match c {
@@ -241,19 +267,7 @@ pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
             }
         }
     }
-    let known = output
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| {
-            crate::media::OUTPUT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
-        });
-    if normal == 0 || !known {
-        return Err(
-            "must name an .mp4, .m4b, .m4a, .wav or .mp3 file, e.g. \"series/episode-01.mp4\" or \"books/emma.m4b\""
-                .into(),
-        );
-    }
-    Ok(())
+    Ok(normal)
 }
 
 /// Canonicalises the output root, creating it when missing (so `--out-root` may name a new folder).
@@ -265,7 +279,16 @@ pub fn canonical_root(root: &Path) -> std::io::Result<PathBuf> {
 /// Where `rel` lands under the canonical `root`, or why it would leave it: the deepest part of
 /// the path that exists (a symlink included) must resolve to somewhere inside the root.
 pub fn confine(root: &Path, rel: &Path) -> std::result::Result<PathBuf, String> {
-    relative_output(rel)?;
+    confine_as(root, rel, false)
+}
+
+/// [`confine`] for a directory of outputs (a split job's): an existing one must be a directory.
+pub fn confine_dir(root: &Path, rel: &Path) -> std::result::Result<PathBuf, String> {
+    confine_as(root, rel, true)
+}
+
+fn confine_as(root: &Path, rel: &Path, dir: bool) -> std::result::Result<PathBuf, String> {
+    relative_path(rel)?;
     let full = root.join(rel);
     let mut existing = full.clone();
     loop {
@@ -293,8 +316,13 @@ pub fn confine(root: &Path, rel: &Path) -> std::result::Result<PathBuf, String> 
             real.display()
         ));
     }
-    if existing == full && real.is_dir() {
-        return Err(format!("{} is a directory", full.display()));
+    if existing == full && real.is_dir() != dir {
+        let what = if dir {
+            "is not a directory; a split job writes a directory of chapter files"
+        } else {
+            "is a directory"
+        };
+        return Err(format!("{} {what}", full.display()));
     }
     Ok(full)
 }
