@@ -483,4 +483,25 @@ mod tests {
                 .contains("directory")
         );
     }
+
+    /// A split job's directory: new or an existing directory inside the root, never a file there
+    /// nor a way out.
+    #[test]
+    fn a_split_jobs_directory_is_confined_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = canonical_root(&dir.path().join("out")).unwrap();
+        std::fs::create_dir(root.join("books")).unwrap();
+        std::fs::write(root.join("file"), b"x").unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("escape")).unwrap();
+        assert_eq!(
+            confine_dir(&root, Path::new("books")).unwrap(),
+            root.join("books")
+        );
+        assert!(confine_dir(&root, Path::new("books/new")).is_ok());
+        let e = confine_dir(&root, Path::new("file")).unwrap_err();
+        assert!(e.contains("is not a directory"), "{e}");
+        assert!(confine_dir(&root, Path::new("escape")).is_err());
+        let e = relative_path(Path::new(".")).unwrap_err();
+        assert!(e.contains("is empty"), "{e}");
+    }
 }
