@@ -104,6 +104,32 @@ fn a_book_splits_into_chapter_m4b_files_that_add_up_to_the_whole() {
     assert_eq!(listing(&out), expected);
 }
 
+/// WAV without levelling: the chapters' samples are exactly the whole book's, cut apart.
+#[test]
+fn wav_files_hold_exactly_the_whole_books_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let book = book(d);
+    let single = d.join("whole.wav");
+    render(d, &book, &single, &["--loudness", "off"]);
+    let out = d.join("wav");
+    let split = [
+        "--loudness",
+        "off",
+        "--split",
+        "chapters",
+        "--format",
+        "wav",
+    ];
+    render(d, &book, &out, &split);
+    let whole = crate::util::decode_audio(&single, 22_050);
+    let parts: Vec<f32> = NAMES
+        .iter()
+        .flat_map(|n| crate::util::decode_audio(&out.join(format!("{n}.wav")), 22_050))
+        .collect();
+    assert_eq!(parts, whole);
+}
+
 /// MP3 with ACX (the default): ID3 track and titles, one gain for the whole book, room tone at
 /// both ends of every file.
 #[test]
