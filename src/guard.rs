@@ -99,6 +99,13 @@ pub fn check_render_outputs(
 /// [`check_output`] for any file written, named `what` in messages.
 fn check_written(what: &str, path: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
     names_a_file(what, path)?;
+    let parent = existing_parent(what, path)?;
+    check_file(what, path, inputs)?;
+    probe_directory(parent, path)
+}
+
+/// The directory `path` (written as `what`) goes in, which must exist.
+fn existing_parent<'a>(what: &str, path: &'a Path) -> Result<&'a Path> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -110,8 +117,20 @@ fn check_written(what: &str, path: &Path, inputs: &[(&str, &Path)]) -> Result<()
             path.display()
         )));
     }
-    check_file(what, path, inputs)?;
-    probe_directory(parent, path)
+    Ok(parent)
+}
+
+/// Creates the directory a `--split chapters` render writes into, when missing; its parent
+/// must exist, as a single output's directory must.
+pub fn create_output_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    existing_parent("output", dir)?;
+    std::fs::create_dir(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// A path that ends in `/` or `..` names a directory, and the final rename would fail on it.
@@ -235,6 +254,32 @@ fn script_json(script: &Path) -> Option<serde_json::Value> {
 /// the extension of a kind talker writes (`.mp4`, `.m4b`, `.m4a`, `.wav`, `.mp3`). Symlinks are
 /// checked by [`confine`].
 pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
+    let known = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| {
+            crate::media::OUTPUT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
+        });
+    if normal_components(output)? == 0 || !known {
+        return Err(
+            "must name an .mp4, .m4b, .m4a, .wav or .mp3 file, e.g. \"series/episode-01.mp4\" or \"books/emma.m4b\""
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A path relative to the output root: no `..`, not absolute, not empty (a queued job's output,
+/// or the directory of a split job's files).
+pub fn relative_path(output: &Path) -> std::result::Result<(), String> {
+    if normal_components(output)? == 0 {
+        return Err("is empty; give a path relative to the output root (--out-root)".into());
+    }
+    Ok(())
+}
+
+/// How many names `output` has, refusing `..` and absolute paths.
+fn normal_components(output: &Path) -> std::result::Result<usize, String> {
     let mut normal = 0;
     for c in output.components() {
         match c {
@@ -253,19 +298,7 @@ pub fn relative_output(output: &Path) -> std::result::Result<(), String> {
             }
         }
     }
-    let known = output
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| {
-            crate::media::OUTPUT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
-        });
-    if normal == 0 || !known {
-        return Err(
-            "must name an .mp4, .m4b, .m4a, .wav or .mp3 file, e.g. \"series/episode-01.mp4\" or \"books/emma.m4b\""
-                .into(),
-        );
-    }
-    Ok(())
+    Ok(normal)
 }
 
 /// Canonicalises the output root, creating it when missing (so `--out-root` may name a new folder).
@@ -277,7 +310,16 @@ pub fn canonical_root(root: &Path) -> std::io::Result<PathBuf> {
 /// Where `rel` lands under the canonical `root`, or why it would leave it: the deepest part of
 /// the path that exists (a symlink included) must resolve to somewhere inside the root.
 pub fn confine(root: &Path, rel: &Path) -> std::result::Result<PathBuf, String> {
-    relative_output(rel)?;
+    confine_as(root, rel, false)
+}
+
+/// [`confine`] for a directory of outputs (a split job's): an existing one must be a directory.
+pub fn confine_dir(root: &Path, rel: &Path) -> std::result::Result<PathBuf, String> {
+    confine_as(root, rel, true)
+}
+
+fn confine_as(root: &Path, rel: &Path, dir: bool) -> std::result::Result<PathBuf, String> {
+    relative_path(rel)?;
     let full = root.join(rel);
     let mut existing = full.clone();
     loop {
@@ -305,8 +347,13 @@ pub fn confine(root: &Path, rel: &Path) -> std::result::Result<PathBuf, String> 
             real.display()
         ));
     }
-    if existing == full && real.is_dir() {
-        return Err(format!("{} is a directory", full.display()));
+    if existing == full && real.is_dir() != dir {
+        let what = if dir {
+            "is not a directory; a split job writes a directory of chapter files"
+        } else {
+            "is a directory"
+        };
+        return Err(format!("{} {what}", full.display()));
     }
     Ok(full)
 }
@@ -466,5 +513,26 @@ mod tests {
                 .unwrap_err()
                 .contains("directory")
         );
+    }
+
+    /// A split job's directory: new or an existing directory inside the root, never a file there
+    /// nor a way out.
+    #[test]
+    fn a_split_jobs_directory_is_confined_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = canonical_root(&dir.path().join("out")).unwrap();
+        std::fs::create_dir(root.join("books")).unwrap();
+        std::fs::write(root.join("file"), b"x").unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("escape")).unwrap();
+        assert_eq!(
+            confine_dir(&root, Path::new("books")).unwrap(),
+            root.join("books")
+        );
+        assert!(confine_dir(&root, Path::new("books/new")).is_ok());
+        let e = confine_dir(&root, Path::new("file")).unwrap_err();
+        assert!(e.contains("is not a directory"), "{e}");
+        assert!(confine_dir(&root, Path::new("escape")).is_err());
+        let e = relative_path(Path::new(".")).unwrap_err();
+        assert!(e.contains("is empty"), "{e}");
     }
 }

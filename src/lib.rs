@@ -41,6 +41,8 @@ pub mod script;
 pub mod settings;
 #[cfg(feature = "render")]
 pub mod speech;
+#[cfg(feature = "render")]
+pub mod split;
 mod sqlite_file;
 pub mod text;
 pub mod tts;

@@ -28,9 +28,11 @@ use crate::plan::Plan;
 use crate::pool::ChunkPool;
 use crate::prepare::{Prepared, prepare};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
-use crate::report::{RenderReport, Written, phrase_hits};
+use crate::report::{PartFile, RenderReport, Written, phrase_hits};
+use crate::script::Script;
 use crate::settings::{OutputKind, RenderOptions};
 use crate::speech::{Phrases, SpeechEngine, SpeechService, Waiter};
+use crate::split;
 
 /// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
 /// workers: a render sends all its uncached sentences at once up to this many (about 15 minutes of
@@ -53,14 +55,15 @@ pub fn run(
 ) -> Result<RenderReport> {
     let wall = Instant::now();
     let clock = Clock::default();
-    if let OutputKind::Audio(format) = opts.settings.output_kind(&opts.output) {
-        return audio::render_audio(opts, format, service, progress, cancel);
-    }
     // A video's audio is spread over its chunks and copied into the MP4 in one go; the
     // two-pass leveller lives in the audio-only render.
     opts.settings
         .check_output(&opts.output)
         .map_err(Error::Usage)?;
+    split::check_output(&opts.settings, &opts.output).map_err(Error::Usage)?;
+    if let OutputKind::Audio(format) = opts.settings.output_kind(&opts.output) {
+        return audio::render_audio(opts, format, service, progress, cancel);
+    }
     let Prepared {
         script,
         mut engine,
@@ -106,27 +109,13 @@ pub fn run(
     let done = lookup.complete(rendered);
 
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
-    let (info, subtitles) = timed(progress, &clock, Stage::Assemble, || {
-        let chunks = chunk_refs(&cache, plan.chunks.iter().map(|c| c.key()), &done);
-        let meta = plan.output_meta(&script, &done);
-        media::write_mp4(
-            &chunks,
-            &opts.output,
-            &meta,
-            opts.settings.subtitles,
-            cancel,
-        )
+    let (written, frames) = timed(progress, &clock, Stage::Assemble, || {
+        write_video(opts, &plan, &script, &cache, &done, cancel)
     })?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
 
-    let written = Written {
-        output: opts.output.clone(),
-        subtitles,
-        bytes: info.bytes,
-        audio_seconds: info.audio_samples as f64 / f64::from(plan.sample_rate),
-    };
     Ok(RenderReport {
-        frames: info.frames,
+        frames,
         fps: look.video.fps,
         width: look.video.width,
         height: look.video.height,
@@ -135,6 +124,51 @@ pub fn run(
         speech_wait_seconds: shared.speech_wait_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
         ..RenderReport::new(written, &plan, &engine, service, &clock, wall)
     })
+}
+
+/// The MP4 from the finished chunks, or with `--split chapters` one MP4 per chapter from its
+/// chunks (each with its own subtitles, timed from its start); what was written, and its frames.
+fn write_video(
+    opts: &RenderOptions,
+    plan: &Plan,
+    script: &Script,
+    cache: &Cache,
+    done: &[ChunkDone],
+    cancel: &AtomicBool,
+) -> Result<(Written, u64)> {
+    let chunks = chunk_refs(cache, plan.chunks.iter().map(|c| c.key()), done);
+    let seconds = |samples: u64| samples as f64 / f64::from(plan.sample_rate);
+    let subtitles = opts.settings.subtitles;
+    let Some(parts) = split::planned(opts, script)? else {
+        let meta = plan.output_meta(script, done, 0..chunks.len(), None);
+        let (info, sidecar) = media::write_mp4(&chunks, &opts.output, &meta, subtitles, cancel)?;
+        let written = Written {
+            output: opts.output.clone(),
+            subtitles: sidecar,
+            bytes: info.bytes,
+            audio_seconds: seconds(info.audio_samples),
+            files: Vec::new(),
+        };
+        return Ok((written, info.frames));
+    };
+    let mut files = Vec::with_capacity(parts.len());
+    let mut frames = 0;
+    for (part, range) in parts.iter().zip(split::chunk_ranges(plan)) {
+        let track = Some((part.number, parts.len(), part.title.as_str()));
+        let meta = plan.output_meta(script, done, range.clone(), track);
+        let (info, sidecar) =
+            media::write_mp4(&chunks[range], &part.path, &meta, subtitles, cancel)?;
+        frames += info.frames;
+        files.push(PartFile {
+            path: part.path.clone(),
+            track: part.number,
+            title: part.title.clone(),
+            subtitles: sidecar,
+            bytes: info.bytes,
+            audio_seconds: seconds(info.audio_samples),
+        });
+    }
+    Ok((Written::set(opts.output.clone(), files), frames))
 }
 
 /// Registers what this render uses (its phrases, and its chunks when `chunks`), so that a

@@ -338,16 +338,26 @@ impl Plan {
         timeline.advance(samples);
     }
 
-    /// The output's title, author, chapters and cues once every chunk is `done`.
-    pub fn output_meta(&self, script: &Script, done: &[ChunkDone]) -> OutputMeta {
+    /// The title, author, chapters and cues of an output of the `chunks`, once every chunk is
+    /// `done`: the whole book's, or with `part` (number, count, chapter title) one chapter's
+    /// file (`--split chapters`), its times from the file's start.
+    pub fn output_meta(
+        &self,
+        script: &Script,
+        done: &[ChunkDone],
+        chunks: Range<usize>,
+        part: Option<(usize, usize, &str)>,
+    ) -> OutputMeta {
         let mut timeline = Timeline::new(self.sample_rate);
-        for (c, d) in done.iter().enumerate() {
-            self.place_chunk(&mut timeline, c, &d.spans, d.samples);
+        for c in chunks {
+            self.place_chunk(&mut timeline, c, &done[c].spans, done[c].samples);
         }
         let (chapters, cues) = timeline.finish();
         OutputMeta {
-            title: script.title.clone(),
+            title: part.map_or_else(|| script.title.clone(), |p| Some(p.2.to_owned())),
+            album: part.and(script.title.clone()),
             author: script.author.clone(),
+            track: part.map(|p| (p.0, p.1)),
             chapters,
             cues,
             cover: script.cover.clone(),

@@ -25,6 +25,7 @@ use crate::render::RenderError;
 use crate::script::{Script, ScriptError};
 use crate::settings::{Background, Framing, Layout, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
+use crate::split;
 use crate::text;
 use crate::tts::voice::VoiceFiles;
 
@@ -98,12 +99,7 @@ pub fn load_inputs(
         inputs.push(("voice model a segment names", files.model.as_path()));
         inputs.push(("voice config a segment names", files.config.as_path()));
     }
-    let sidecar = opts.settings.sidecar(&opts.output);
-    let cache = match &opts.cache {
-        CacheLocation::Dir(dir) => Some(dir.as_path()),
-        CacheLocation::Temporary => None,
-    };
-    guard::check_render_outputs(&opts.output, sidecar.as_deref(), &inputs, cache)?;
+    check_outputs(opts, &script, &inputs)?;
     let noise = !opts.settings.deterministic;
     let mut engine = SpeechEngine::new(
         service,
@@ -138,6 +134,28 @@ pub fn load_inputs(
     stopped()?;
     clock.add(Stage::Script, t.elapsed());
     Ok((script, engine))
+}
+
+/// Every file the render writes, before any work: the output and its sidecar, or with
+/// `--split chapters` each chapter's file and sidecar in the output directory (created here).
+fn check_outputs(opts: &RenderOptions, script: &Script, inputs: &[(&str, &Path)]) -> Result<()> {
+    let cache = match &opts.cache {
+        CacheLocation::Dir(dir) => Some(dir.as_path()),
+        CacheLocation::Temporary => None,
+    };
+    let Some(parts) = split::planned(opts, script)? else {
+        let sidecar = opts.settings.sidecar(&opts.output);
+        return guard::check_render_outputs(&opts.output, sidecar.as_deref(), inputs, cache);
+    };
+    guard::create_output_dir(&opts.output)?;
+    for part in &parts {
+        let sidecar = opts
+            .settings
+            .subtitles
+            .map(|f| part.path.with_extension(f.extension()));
+        guard::check_render_outputs(&part.path, sidecar.as_deref(), inputs, cache)?;
+    }
+    Ok(())
 }
 
 /// The voice files each segment names (`None` for a segment that names none), each name or path

@@ -14,11 +14,16 @@ use crate::tts::select::BackendInfo;
 /// What a render did and how long each part took.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RenderReport {
+    /// The file written, or with `--split chapters` the directory of `files`.
     pub output: PathBuf,
-    /// The subtitle sidecar, with `--subtitles`.
+    /// The subtitle sidecar, with `--subtitles` (each of `files` has its own).
     pub subtitles: Option<PathBuf>,
+    /// All that was written (every file of a split output).
     pub bytes: u64,
     pub audio_seconds: f64,
+    /// With `--split chapters`: each chapter's file, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<PartFile>,
     pub frames: u64,
     pub fps: u32,
     pub width: u32,
@@ -55,6 +60,33 @@ pub struct Written {
     pub subtitles: Option<PathBuf>,
     pub bytes: u64,
     pub audio_seconds: f64,
+    pub files: Vec<PartFile>,
+}
+
+/// One chapter's file of a `--split chapters` render.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PartFile {
+    pub path: PathBuf,
+    /// Its track number, from 1.
+    pub track: usize,
+    /// The chapter's title, its `title` tag.
+    pub title: String,
+    pub subtitles: Option<PathBuf>,
+    pub bytes: u64,
+    pub audio_seconds: f64,
+}
+
+impl Written {
+    /// What a split render wrote in all: its directory, and the sums of its `files`.
+    pub fn set(output: PathBuf, files: Vec<PartFile>) -> Written {
+        Written {
+            output,
+            subtitles: None,
+            bytes: files.iter().map(|f| f.bytes).sum(),
+            audio_seconds: files.iter().map(|f| f.audio_seconds).sum(),
+            files,
+        }
+    }
 }
 
 impl RenderReport {
@@ -75,6 +107,7 @@ impl RenderReport {
             subtitles: written.subtitles,
             bytes: written.bytes,
             audio_seconds: written.audio_seconds,
+            files: written.files,
             frames: 0,
             fps: 0,
             width: 0,

@@ -188,6 +188,12 @@ pub struct RenderSettings {
     #[cfg_attr(feature = "cli", arg(long, value_enum))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
+    /// One file per chapter: -o names a directory (created if missing) that receives
+    /// "NN - Title.ext" for each chapter, each with its track number; the kind comes from
+    /// --format, which is then required.
+    #[cfg_attr(feature = "cli", arg(long, value_enum, requires = "format"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
     /// Also write subtitles next to the output (book.m4b → book.srt), one cue per sentence.
     #[cfg_attr(feature = "cli", arg(long, value_enum))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,9 +244,34 @@ pub enum Format {
     Mp3,
 }
 
+/// `--split`: how the output is cut into files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    /// One file per chapter of the book, in the output directory.
+    Chapters,
+}
+
+impl Split {
+    /// The names flags and specs take.
+    pub const NAMES: &[&str] = &["chapters"];
+}
+
 impl Format {
     /// The names flags and specs take, in declaration order.
     pub const NAMES: &[&str] = crate::media::OUTPUT_EXTENSIONS;
+
+    /// The extension of the files written in this format (its name).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Mp4 => "mp4",
+            Format::M4b => "m4b",
+            Format::M4a => "m4a",
+            Format::Wav => "wav",
+            Format::Mp3 => "mp3",
+        }
+    }
 
     pub fn kind(self) -> OutputKind {
         match self {
@@ -261,6 +292,7 @@ impl Default for RenderSettings {
             crf: DEFAULT_CRF,
             preset: DEFAULT_PRESET.to_owned(),
             format: None,
+            split: None,
             subtitles: None,
             loudness: None,
             lexicon: Vec::new(),
@@ -292,6 +324,7 @@ impl RenderSettings {
         "crf",
         "preset",
         "format",
+        "split",
         "subtitles",
         "loudness",
         "lexicon",
@@ -309,8 +342,12 @@ impl RenderSettings {
             .map_or_else(|| OutputKind::of(output), Format::kind)
     }
 
-    /// The subtitle sidecar beside `output` (`book.m4b` → `book.srt`), when asked for.
+    /// The subtitle sidecar beside `output` (`book.m4b` → `book.srt`), when asked for. A split
+    /// output is a directory: each of its files has its own (see [`crate::split`]).
     pub fn sidecar(&self, output: &Path) -> Option<PathBuf> {
+        if self.split.is_some() {
+            return None;
+        }
         self.subtitles.map(|f| output.with_extension(f.extension()))
     }
 
@@ -334,50 +371,6 @@ impl RenderSettings {
     /// defaults as the flags. Unknown fields are the caller's to refuse.
     pub(crate) fn from_spec(obj: &Map<String, Value>) -> Result<RenderSettings, Fail> {
         let voice = obj.get("voice").map(|v| string(v, "voice")).transpose()?;
-        let size = obj.get("size").map(size).transpose()?;
-        let fps = obj
-            .get("fps")
-            .map(|v| integer(v, "fps", FPS, "frames per second").map(|n| n as u32))
-            .transpose()?;
-        let framing = match obj.get("framing") {
-            None => Framing::Full,
-            Some(v) => match v.as_str() {
-                Some("full") => Framing::Full,
-                Some("head") => Framing::Head,
-                _ => {
-                    return fail(
-                        "framing",
-                        format!("must be \"full\" or \"head\", found {v}"),
-                    );
-                }
-            },
-        };
-        let layout = match obj.get("layout") {
-            None => None,
-            Some(v) => match v.as_str().and_then(Layout::from_tag) {
-                Some(layout) => Some(layout),
-                None => return fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
-            },
-        };
-        let background = match obj.get("background") {
-            None => Background::Blur,
-            Some(v) => match string(v, "background")?.parse() {
-                Ok(b) => b,
-                Err(e) => return fail("background", e),
-            },
-        };
-        let still = match obj.get("still") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => return fail("still", format!("must be true or false, found {}", kind(v))),
-        };
-        let seed = match obj.get("seed") {
-            None => 0,
-            Some(v) => match v.as_u64() {
-                Some(n) => n,
-                None => return fail("seed", format!("must be a whole number ≥ 0, found {v}")),
-            },
-        };
         let crf = obj
             .get("crf")
             .map(|v| integer(v, "crf", CRF, "x264 quality; lower is better").map(|n| n as u8))
@@ -399,88 +392,140 @@ impl RenderSettings {
                 p
             }
         };
-        let lexicon = match obj.get("lexicon") {
-            None => Vec::new(),
-            Some(Value::String(_)) => vec![PathBuf::from(path(&obj["lexicon"], "lexicon")?)],
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| path(v, &format!("lexicon[{i}]")).map(PathBuf::from))
-                .collect::<Result<_, _>>()?,
-            Some(v) => {
-                return fail(
-                    "lexicon",
-                    format!(
-                        "must be a file name or an array of them (JSON lexicons, relative to this spec file), found {}",
-                        kind(v)
-                    ),
-                );
-            }
-        };
         let cover = obj
             .get("cover")
             .map(|v| path(v, "cover").map(PathBuf::from))
             .transpose()?;
-        let defaults = BookOptions::default();
-        let book = BookOptions {
-            matter: choice(obj, "matter", Matter::NAMES)?.unwrap_or(defaults.matter),
-            notes: choice(obj, "notes", NotesMode::NAMES)?.unwrap_or(defaults.notes),
-            chapter_depth: obj
-                .get("chapter_depth")
-                .map(|v| {
-                    integer(
-                        v,
-                        "chapter_depth",
-                        1..=i64::from(MAX_CHAPTER_DEPTH),
-                        "levels of the table of contents",
-                    )
-                    .map(|n| n as u8)
-                })
-                .transpose()?
-                .unwrap_or(defaults.chapter_depth),
-            chapters: match obj.get("chapters") {
-                None => None,
-                Some(v) => match string(v, "chapters")?.parse() {
-                    Ok(list) => Some(list),
-                    Err(e) => return fail("chapters", e),
-                },
-            },
-        };
-        let deterministic = match obj.get("deterministic") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => {
-                return fail(
-                    "deterministic",
-                    format!("must be true or false, found {}", kind(v)),
-                );
-            }
-        };
         Ok(RenderSettings {
             voice,
-            look: LookSettings {
-                size,
-                fps,
-                framing,
-                layout,
-                background,
-                still,
-                seed,
-            },
+            look: look_from_spec(obj)?,
             crf,
             preset,
             format: choice(obj, "format", Format::NAMES)?,
+            split: choice(obj, "split", Split::NAMES)?,
             subtitles: choice(obj, "subtitles", SubtitleFormat::NAMES)?,
             loudness: choice(obj, "loudness", Loudness::NAMES)?,
-            lexicon,
+            lexicon: lexicon_from_spec(obj)?,
             cover,
-            book,
-            deterministic,
+            book: book_from_spec(obj)?,
+            deterministic: flag(obj, "deterministic")?,
         })
     }
 }
 
-/// One of `names` (the value enum's own, as its flag takes them), or absent.
+/// A spec's `true`/`false` field, `false` when absent.
+fn flag(obj: &Map<String, Value>, at: &str) -> Result<bool, Fail> {
+    match obj.get(at) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => fail(at, format!("must be true or false, found {}", kind(v))),
+    }
+}
+
+/// The look fields of a job spec (`size` to `seed`).
+fn look_from_spec(obj: &Map<String, Value>) -> Result<LookSettings, Fail> {
+    let size = obj.get("size").map(size).transpose()?;
+    let fps = obj
+        .get("fps")
+        .map(|v| integer(v, "fps", FPS, "frames per second").map(|n| n as u32))
+        .transpose()?;
+    let framing = match obj.get("framing") {
+        None => Framing::Full,
+        Some(v) => match v.as_str() {
+            Some("full") => Framing::Full,
+            Some("head") => Framing::Head,
+            _ => {
+                return fail(
+                    "framing",
+                    format!("must be \"full\" or \"head\", found {v}"),
+                );
+            }
+        },
+    };
+    let layout = match obj.get("layout") {
+        None => None,
+        Some(v) => match v.as_str().and_then(Layout::from_tag) {
+            Some(layout) => Some(layout),
+            None => return fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+        },
+    };
+    let background = match obj.get("background") {
+        None => Background::Blur,
+        Some(v) => match string(v, "background")?.parse() {
+            Ok(b) => b,
+            Err(e) => return fail("background", e),
+        },
+    };
+    let still = flag(obj, "still")?;
+    let seed = match obj.get("seed") {
+        None => 0,
+        Some(v) => match v.as_u64() {
+            Some(n) => n,
+            None => return fail("seed", format!("must be a whole number ≥ 0, found {v}")),
+        },
+    };
+    Ok(LookSettings {
+        size,
+        fps,
+        framing,
+        layout,
+        background,
+        still,
+        seed,
+    })
+}
+
+/// A job spec's `lexicon`: one file name or an array of them.
+fn lexicon_from_spec(obj: &Map<String, Value>) -> Result<Vec<PathBuf>, Fail> {
+    Ok(match obj.get("lexicon") {
+        None => Vec::new(),
+        Some(Value::String(_)) => vec![PathBuf::from(path(&obj["lexicon"], "lexicon")?)],
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| path(v, &format!("lexicon[{i}]")).map(PathBuf::from))
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return fail(
+                "lexicon",
+                format!(
+                    "must be a file name or an array of them (JSON lexicons, relative to this spec file), found {}",
+                    kind(v)
+                ),
+            );
+        }
+    })
+}
+
+/// A job spec's book options (`matter` to `chapters`).
+fn book_from_spec(obj: &Map<String, Value>) -> Result<BookOptions, Fail> {
+    let defaults = BookOptions::default();
+    Ok(BookOptions {
+        matter: choice(obj, "matter", Matter::NAMES)?.unwrap_or(defaults.matter),
+        notes: choice(obj, "notes", NotesMode::NAMES)?.unwrap_or(defaults.notes),
+        chapter_depth: obj
+            .get("chapter_depth")
+            .map(|v| {
+                integer(
+                    v,
+                    "chapter_depth",
+                    1..=i64::from(MAX_CHAPTER_DEPTH),
+                    "levels of the table of contents",
+                )
+                .map(|n| n as u8)
+            })
+            .transpose()?
+            .unwrap_or(defaults.chapter_depth),
+        chapters: match obj.get("chapters") {
+            None => None,
+            Some(v) => match string(v, "chapters")?.parse() {
+                Ok(list) => Some(list),
+                Err(e) => return fail("chapters", e),
+            },
+        },
+    })
+}
+
 fn choice<T: serde::de::DeserializeOwned>(
     obj: &Map<String, Value>,
     at: &str,
@@ -735,6 +780,7 @@ mod tests {
             crf: 30,
             preset: "ultrafast".into(),
             format: Some(Format::M4b),
+            split: Some(Split::Chapters),
             subtitles: Some(SubtitleFormat::Srt),
             loudness: Some(Loudness::Podcast),
             lexicon: vec!["/l.json".into()],
@@ -833,6 +879,11 @@ mod tests {
         assert!(bad("matter", Value::from("front")).1.contains("\"body\""));
         assert!(bad("notes", Value::from("foot")).1.contains("\"end\""));
         assert!(bad("format", Value::from("mov")).1.contains("\"m4b\""));
+        assert!(
+            bad("split", Value::from("parts"))
+                .1
+                .contains("\"chapters\"")
+        );
     }
 
     #[test]
@@ -866,6 +917,7 @@ mod tests {
                 .collect()
         }
         assert_eq!(names::<Format>(), Format::NAMES);
+        assert_eq!(names::<Split>(), Split::NAMES);
         assert_eq!(names::<Loudness>(), Loudness::NAMES);
         assert_eq!(names::<SubtitleFormat>(), SubtitleFormat::NAMES);
         assert_eq!(names::<Matter>(), Matter::NAMES);

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::util::{assert_success, listing, probe, talker};
+use crate::util::{assert_success, listing, probe, render_deterministic as render, talker};
 
 /// FFmpeg's figures for `path`: integrated LUFS, true peak dBTP, RMS dB, sample peak dB and the
 /// RMS trough (50 ms time constant) in dB.
@@ -223,18 +223,6 @@ fn unreadable_input_is_exit_2_naming_the_file() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--loudness podcast is for audio-only"));
     assert_eq!(listing(d), before);
-}
-
-fn render(dir: &Path, script: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
-    let o = talker(dir)
-        .args(["render", "--json", "--deterministic", "-o"])
-        .arg(out)
-        .arg(script)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert_success(&o);
-    serde_json::from_slice(&o.stdout).expect("the report is JSON")
 }
 
 const BOOK: &str = "Chapter 1\n\nThe lighthouse keeper climbed the stairs at dusk. She lit the lamp and watched the ships.\n\nChapter 2\n\nMorning came slowly over the harbour. The gulls were loud, and the bakers were already at work.\n";

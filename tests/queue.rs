@@ -140,6 +140,16 @@ impl Env {
         c.output().unwrap()
     }
 
+    /// `talker batch --json JOBS` on two threads; its report.
+    fn batch(&self, jobs: &Path) -> Value {
+        let mut args = vec!["--json", "--out-root", s(&self.out), "--threads", "2"];
+        args.extend(with_fast(&[]));
+        args.push(s(jobs));
+        let o = self.run("batch", &args);
+        assert_success(&o);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    }
+
     fn enqueue(&self, specs: &[PathBuf], extra: &[&str]) -> Vec<i64> {
         let mut c = self.cmd("enqueue", &["--json", "--out-root", s(&self.out)]);
         c.args(extra).args(specs);
@@ -1644,14 +1654,7 @@ fn books_and_lectures(backend: Backend, compare: bool) {
     for (name, spec) in &specs {
         std::fs::write(jobs.join(format!("{name}.json")), spec.to_string()).unwrap();
     }
-    let batch = || {
-        let mut args = vec!["--json", "--out-root", s(&env.out), "--threads", "2"];
-        args.extend(with_fast(&[]));
-        args.push(s(&jobs));
-        let o = env.run("batch", &args);
-        assert_success(&o);
-        serde_json::from_slice::<Value>(&o.stdout).unwrap()
-    };
+    let batch = || env.batch(&jobs);
     let v = batch();
     assert_eq!(v["jobs"].as_array().unwrap().len(), 3, "{v}");
     let out = env.out.canonicalize().unwrap();
@@ -1890,4 +1893,60 @@ fn specs_refuse_a_video_without_a_portrait_and_audio_with_one() {
         );
     }
     assert!(!env.out.join("talk.mp4").exists());
+}
+
+/// A split job (`"split": "chapters"`) through `talker batch`: one file per chapter and its
+/// subtitles published together in the job's directory, listed by `status --json`, and no stage
+/// folder or manifest left; a second batch finds the set intact and renders nothing.
+#[test]
+fn a_split_job_publishes_every_chapter_file() {
+    let env = Env::new(Backend::Sqlite);
+    let jobs = env.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::write(
+        jobs.join("book.md"),
+        "# One\n\nThe first line.\n\n# Two: A/B\n\nThe second line.\n",
+    )
+    .unwrap();
+    let spec = json!({"script": "book.md", "output": "books/book", "format": "m4a",
+                      "split": "chapters", "subtitles": "srt", "deterministic": true});
+    std::fs::write(jobs.join("book.json"), spec.to_string()).unwrap();
+    let batch = || env.batch(&jobs);
+    let v = batch();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 1, "{v}");
+    let names = [
+        "books/book/01 - One.m4a",
+        "books/book/01 - One.srt",
+        "books/book/02 - Two_ A_B.m4a",
+        "books/book/02 - Two_ A_B.srt",
+    ];
+    assert_eq!(files_under(&env.out), names);
+    let out = env.out.canonicalize().unwrap();
+    let status = env.status(&[]);
+    let job = &status["jobs"][0];
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let published: Vec<String> = job["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_owned())
+        .collect();
+    let expected: Vec<String> = names
+        .iter()
+        .map(|n| out.join(n).display().to_string())
+        .collect();
+    assert_eq!(published, expected, "{status}");
+    let p = probe(&out.join(names[2]));
+    assert_eq!(p["format"]["tags"]["track"], "2/2", "{p}");
+    let before = std::fs::metadata(out.join(names[0]))
+        .unwrap()
+        .modified()
+        .unwrap();
+    batch();
+    let after = std::fs::metadata(out.join(names[0]))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(before, after, "an intact set is not rendered again");
+    assert_eq!(files_under(&env.out), names);
 }

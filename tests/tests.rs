@@ -15,6 +15,7 @@ mod queue;
 mod render;
 mod resume;
 mod speech;
+mod split;
 mod util;
 mod voices;
 mod writes;

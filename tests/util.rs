@@ -61,6 +61,24 @@ pub fn render_json(dir: &Path, script: &Path, out: &Path, extra: &[&str]) -> ser
     serde_json::from_slice(&o.stdout).expect("the report is JSON")
 }
 
+/// Runs a render without a portrait and with `--deterministic` and `--json`; its report.
+pub fn render_deterministic(
+    dir: &Path,
+    script: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> serde_json::Value {
+    let o = talker(dir)
+        .args(["render", "--json", "--deterministic", "-o"])
+        .arg(out)
+        .arg(script)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_success(&o);
+    serde_json::from_slice(&o.stdout).expect("the report is JSON")
+}
+
 pub fn assert_success(o: &Output) {
     assert!(
         o.status.success(),

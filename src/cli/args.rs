@@ -195,7 +195,8 @@ pub struct RenderArgs {
     /// The portrait (PNG or JPEG, one clearly visible face); not needed for audio-only outputs.
     pub portrait: Option<PathBuf>,
     /// Output file; its extension picks the kind: .mp4 video, .m4b/.m4a AAC audio with chapters,
-    /// .mp3, .wav 16-bit PCM [default: the script's name with .mp4, beside it].
+    /// .mp3, .wav 16-bit PCM [default: the script's name with .mp4, beside it]. With --split
+    /// chapters, a directory [default: the script's name without extension, beside it].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     // Everything that changes the output: each is a job-spec field too (see `settings`).

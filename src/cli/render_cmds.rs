@@ -20,8 +20,9 @@ use super::common::{
 };
 use super::ui::{Ui, print_result};
 
-fn default_output(script: &Path) -> PathBuf {
-    script.with_extension("mp4")
+/// The script's name with `.mp4`, or for a split output (a directory) with no extension.
+fn default_output(script: &Path, split: bool) -> PathBuf {
+    script.with_extension(if split { "" } else { "mp4" })
 }
 
 pub fn threads(requested: Option<u16>) -> usize {
@@ -56,7 +57,7 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         output: args
             .output
             .clone()
-            .unwrap_or_else(|| default_output(&args.script)),
+            .unwrap_or_else(|| default_output(&args.script, args.settings.split.is_some())),
         assets: Assets::locate(global.assets.as_deref()),
         cache: if args.no_cache {
             CacheLocation::Temporary
@@ -81,11 +82,14 @@ pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBo
         ui.event(Event::Warning { message });
     }
     let report = pipeline::run(&opts, &service, ui, cancel)?;
+    let written = match report.files.len() {
+        0 => report.output.display().to_string(),
+        n => format!("{n} files in {}", report.output.display()),
+    };
     announce(global, ui, &report, &report.output, || {
         if report.frames == 0 {
             return format!(
-                "wrote {} ({:.1} s of audio) in {:.1} s: {:.1}x real time{}",
-                report.output.display(),
+                "wrote {written} ({:.1} s of audio) in {:.1} s: {:.1}x real time{}",
                 report.audio_seconds,
                 report.wall_seconds,
                 report.audio_seconds / report.wall_seconds.max(1e-9),
@@ -97,8 +101,7 @@ pub fn run_render(args: &RenderArgs, global: &Global, ui: &Ui, cancel: &AtomicBo
             );
         }
         format!(
-            "wrote {} ({:.1} s, {} frames, {}x{}) in {:.1} s: {:.1}x real time; {} of {} chunks reused; {}",
-            report.output.display(),
+            "wrote {written} ({:.1} s, {} frames, {}x{}) in {:.1} s: {:.1}x real time; {} of {} chunks reused; {}",
             report.audio_seconds,
             report.frames,
             report.width,

@@ -26,7 +26,7 @@ use super::probe::{ChunkScan, FileId, open_chunk, pts_to_frame, read_packet, sca
 use super::subtitles::{
     MS, SubtitleFormat, mov_text_encoder, prepare_cues, to_ms, write_mov_text, write_sidecar,
 };
-use super::{AssembleInfo, Chapter, OutputMeta, init};
+use super::{AssembleInfo, Chapter, OutputMeta, init, text_tags};
 
 /// One chunk of the output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,15 +246,17 @@ fn write_header(
             out.add_chapter(i as i64 + 1, MS, *start, *end, title),
         )?;
     }
-    let mut tags = Dictionary::new();
-    if let Some(title) = &meta.title {
-        tags.set("title", title);
+    for (text, what) in [(&meta.album, "album"), (&meta.author, "author")] {
+        if let Some(text) = text {
+            check_no_nul(text, what)?;
+        }
     }
-    if let Some(author) = &meta.author {
-        check_no_nul(author, "author")?;
-        tags.set("artist", author);
-    }
-    out.set_metadata(tags);
+    out.set_metadata(text_tags(
+        meta.title.as_deref(),
+        meta.album.as_deref(),
+        meta.author.as_deref(),
+        meta.track,
+    ));
     let mut options = Dictionary::new();
     options.set("movflags", "+faststart");
     ff(

@@ -22,7 +22,7 @@ use super::atomic::PartialFile;
 use super::cover::{add_cover_stream, write_cover};
 use super::error::{MediaError, ff, io};
 use super::subtitles::{MS, to_ms};
-use super::{Chapter, init};
+use super::{Chapter, TrackNumber, init, text_tags};
 
 /// The audio-only kinds of output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,11 +91,16 @@ pub struct AudioWriter {
     path: PathBuf,
 }
 
-/// Title, author, chapters and cover of an audio-only output (WAV keeps none of them).
+/// Title, album, author, track, chapters and cover of an audio-only output (WAV keeps none of
+/// them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AudioMeta {
     pub title: Option<String>,
+    /// The book's title: the same as `title` for a whole book, apart for a chapter's file.
+    pub album: Option<String>,
     pub author: Option<String>,
+    /// The file's number in a `--split chapters` set.
+    pub track: Option<TrackNumber>,
     pub chapters: Vec<Chapter>,
     /// Embedded as an attached picture: `covr` in M4B/M4A, an ID3v2 `APIC` frame in MP3.
     pub cover: Option<crate::cover::Cover>,
@@ -111,7 +116,12 @@ impl AudioWriter {
         acx: bool,
         threads: usize,
     ) -> Result<AudioWriter, MediaError> {
-        for (text, what) in [(&meta.title, "title"), (&meta.author, "author")] {
+        let texts = [
+            (&meta.title, "title"),
+            (&meta.album, "album"),
+            (&meta.author, "author"),
+        ];
+        for (text, what) in texts {
             if text.as_ref().is_some_and(|t| t.contains('\0')) {
                 return Err(MediaError::InvalidMeta(format!(
                     "{what} contains a NUL byte"
@@ -257,15 +267,12 @@ fn encoded_sink(
             out.add_chapter(i as i64 + 1, MS, start, end.max(start), &c.title),
         )?;
     }
-    let mut tags = Dictionary::new();
-    if let Some(t) = &meta.title {
-        tags.set("title", t);
-        tags.set("album", t);
-    }
-    if let Some(a) = &meta.author {
-        tags.set("artist", a);
-        tags.set("album_artist", a);
-    }
+    let mut tags = text_tags(
+        meta.title.as_deref(),
+        meta.album.as_deref(),
+        meta.author.as_deref(),
+        meta.track,
+    );
     if matches!(kind, AudioFormat::M4b | AudioFormat::Mp3) {
         tags.set("genre", "Audiobook");
     }

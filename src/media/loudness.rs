@@ -222,8 +222,46 @@ pub struct Meter {
     min_sq: f64,
     mult: f64,
     settle: u64,
+    edges: Edges,
+}
+
+/// Where the sound starts and ends in a stream: the frames before its first sample above
+/// −40 dBFS and after its last (room tone is padded to what is missing).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Edges {
+    frames: u64,
     first_loud: Option<u64>,
     last_loud: Option<u64>,
+}
+
+impl Edges {
+    /// The next frame, `loud` when above the threshold.
+    fn step(&mut self, loud: bool) {
+        if loud {
+            self.first_loud.get_or_insert(self.frames);
+            self.last_loud = Some(self.frames);
+        }
+        self.frames += 1;
+    }
+
+    /// Adds mono 16-bit samples.
+    pub fn add_i16(&mut self, pcm: &[i16]) {
+        for &s in pcm {
+            self.step(f64::from(s).abs() / 32768.0 > SOUND_THRESHOLD);
+        }
+    }
+
+    /// (seconds before the first loud frame, seconds after the last) at `rate` Hz; all of it
+    /// both ways when nothing is loud.
+    pub fn seconds(&self, rate: u32) -> (f64, f64) {
+        let rate = f64::from(rate);
+        let all = self.frames as f64 / rate;
+        (
+            self.first_loud.map_or(all, |f| f as f64 / rate),
+            self.last_loud
+                .map_or(all, |l| (self.frames - l - 1) as f64 / rate),
+        )
+    }
 }
 
 impl Meter {
@@ -241,8 +279,7 @@ impl Meter {
             min_sq: f64::MAX,
             mult: (-1.0 / (FLOOR_SECONDS * f64::from(rate))).exp(),
             settle: (FLOOR_SECONDS * f64::from(rate) + 0.5) as u64,
-            first_loud: None,
-            last_loud: None,
+            edges: Edges::default(),
         })
     }
 
@@ -263,10 +300,7 @@ impl Meter {
                 }
                 loud |= x.abs() > SOUND_THRESHOLD;
             }
-            if loud {
-                self.first_loud.get_or_insert(self.frames);
-                self.last_loud = Some(self.frames);
-            }
+            self.edges.step(loud);
             self.frames += 1;
         }
     }
@@ -283,8 +317,8 @@ impl Meter {
                 .filter_map(|c| f(&self.ebu, c).ok())
                 .fold(0.0, f64::max)
         };
-        let rate = f64::from(self.rate);
-        let seconds = self.frames as f64 / rate;
+        let seconds = self.frames as f64 / f64::from(self.rate);
+        let (lead, tail) = self.edges.seconds(self.rate);
         let total = self.frames * u64::from(self.channels);
         let rms_sq = if total == 0 {
             0.0
@@ -302,10 +336,8 @@ impl Meter {
             sample_peak_db: amplitude_db(peak(EbuR128::sample_peak)),
             rms_db: power_db(rms_sq),
             noise_floor_db: power_db(floor_sq),
-            lead_seconds: self.first_loud.map_or(seconds, |f| f as f64 / rate),
-            tail_seconds: self
-                .last_loud
-                .map_or(seconds, |l| (self.frames - l - 1) as f64 / rate),
+            lead_seconds: lead,
+            tail_seconds: tail,
             seconds,
             channels: self.channels,
             sample_rate: self.rate,

@@ -150,12 +150,44 @@ pub struct Cue {
     pub end: f64,
 }
 
+/// A file's place in a set (`--split chapters`): (number, count), tagged `N/COUNT`.
+pub type TrackNumber = (usize, usize);
+
+/// The text tags of an output: FFmpeg's generic names, which the MP4 muxer writes as iTunes
+/// atoms (`©nam`, `©alb`, `©ART`, `trkn`) and the MP3 muxer as ID3v2 frames (`TIT2`, `TALB`,
+/// `TPE1`, `TPE2`, `TRCK`).
+fn text_tags(
+    title: Option<&str>,
+    album: Option<&str>,
+    author: Option<&str>,
+    track: Option<TrackNumber>,
+) -> ffmpeg_next::Dictionary<'static> {
+    let mut tags = ffmpeg_next::Dictionary::new();
+    if let Some(t) = title {
+        tags.set("title", t);
+    }
+    if let Some(a) = album {
+        tags.set("album", a);
+    }
+    if let Some(a) = author {
+        tags.set("artist", a);
+        tags.set("album_artist", a);
+    }
+    if let Some((n, count)) = track {
+        tags.set("track", &format!("{n}/{count}"));
+    }
+    tags
+}
+
 /// Optional extras of the final MP4.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputMeta {
     pub title: Option<String>,
+    /// The book's title when `title` is a chapter's (`--split chapters`).
+    pub album: Option<String>,
     /// The `artist` tag.
     pub author: Option<String>,
+    pub track: Option<TrackNumber>,
     pub chapters: Vec<Chapter>,
     pub cues: Vec<Cue>,
     /// Embedded as an attached picture (the iTunes `covr` atom).

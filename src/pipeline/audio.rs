@@ -1,14 +1,16 @@
-//! Audio-only renders (`.m4b`, `.m4a`, `.mp3`, `.wav`): script → speech → one audio file, no
-//! portrait.
+//! Audio-only renders (`.m4b`, `.m4a`, `.mp3`, `.wav`): script → speech → one audio file, or
+//! with `--split chapters` one per chapter, no portrait.
 //!
 //! The face, frame and chunk-video stages are skipped. Two passes over the chunks, a window at a
 //! time: the first synthesises what the phrase cache lacks and measures every chunk (the MP4
 //! muxer wants the chapters before its header) and, with `--loudness`, the whole book's loudness;
 //! the second reads the speech back from the cache through the leveller (one gain for the book,
-//! a peak limiter, ACX's room tone) into the streaming writer. Memory stays that of one window
+//! a peak limiter, ACX's room tone at the ends of each file) into the streaming writer, which
+//! moves on to the next file where the next chapter begins. Memory stays that of one window
 //! whatever the book's length, and chapters and subtitle cues are timed on the same sample clock
 //! as the audio written.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -17,15 +19,17 @@ use crate::animate::{ChunkAudio, chunk_audio};
 use crate::cache::{Cache, CacheLocation, open_cache, report_warnings};
 use crate::error::{Error, Result};
 use crate::media::loudness::{
-    ACX_LEAD_SECONDS, ACX_TAIL_SECONDS, Levelled, Leveller, Meter, ROOM_TONE_DB, Standard,
+    ACX_LEAD_SECONDS, ACX_TAIL_SECONDS, Edges, Levelled, Leveller, Meter, ROOM_TONE_DB, Standard,
 };
-use crate::media::{self, AudioFormat, AudioMeta, AudioWriter, Timeline};
+use crate::media::{self, AudioFormat, AudioMeta, AudioWriter, Timeline, TrackNumber};
 use crate::plan::Plan;
 use crate::prepare::{build_plan, load_inputs};
 use crate::progress::{Clock, Event, Progress, Stage, timed};
-use crate::report::{RenderReport, Written};
+use crate::report::{PartFile, RenderReport, Written};
+use crate::script::Script;
 use crate::settings::{Loudness, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechService, speak};
+use crate::split;
 
 /// Chunks (about 20–30 s of speech each) synthesised before their audio is written.
 const WINDOW_CHUNKS: usize = 8;
@@ -69,37 +73,59 @@ pub(super) fn render_audio(
         cancel,
     };
 
+    let parts = split::planned(opts, &script)?;
+    let ranges = match &parts {
+        Some(_) => split::chunk_ranges(&plan),
+        None => std::iter::once(0..plan.chunks.len()).collect(),
+    };
     let standard = Loudness::resolve(opts.settings.loudness, OutputKind::Audio(format));
-    let mut measured = speaker.measure(standard.is_some())?;
+    let mut measured = speaker.measure(standard.is_some(), &ranges)?;
     let levelling = match (standard, &measured.meter) {
         (Some(s), Some(m)) => Some(Levelling::plan(
             s,
             m,
             plan.sample_rate,
             opts.settings.look.seed,
-            &mut measured.timeline,
+            &mut measured.files,
         )),
         _ => None,
     };
-    let audio_seconds = measured.timeline.seconds();
-
-    // Pass 2: the same speech, now all from the phrase cache, into the file.
-    let (bytes, subtitles, loudness) = timed(progress, &clock, Stage::Assemble, || {
-        let meta = AudioMeta {
+    let targets: Vec<Target> = match &parts {
+        None => vec![Target {
+            path: opts.output.clone(),
             title: script.title.clone(),
-            author: script.author.clone(),
-            chapters: measured.timeline.chapters(),
-            cover: script.cover.clone(),
-        };
-        let acx = standard == Some(Standard::Acx);
-        speaker.write(opts, format, &meta, acx, &measured, levelling)
-    })?;
+            track: None,
+        }],
+        Some(parts) => parts
+            .iter()
+            .map(|p| Target {
+                path: p.path.clone(),
+                title: Some(p.title.clone()),
+                track: Some((p.number, parts.len())),
+            })
+            .collect(),
+    };
 
-    let written = Written {
-        output: opts.output.clone(),
-        subtitles,
-        bytes,
-        audio_seconds,
+    // Pass 2: the same speech, now all from the phrase cache, into the files.
+    let (files, loudness) = timed(progress, &clock, Stage::Assemble, || {
+        let acx = standard == Some(Standard::Acx);
+        speaker.write(opts, format, (&targets, &script), acx, &measured, levelling)
+    })?;
+    if standard == Some(Standard::Acx) {
+        warn_long_files(&files, progress);
+    }
+    let written = match parts {
+        Some(_) => Written::set(opts.output.clone(), files),
+        None => {
+            let file = files.into_iter().next();
+            Written {
+                output: opts.output.clone(),
+                subtitles: file.as_ref().and_then(|f| f.subtitles.clone()),
+                bytes: file.as_ref().map_or(0, |f| f.bytes),
+                audio_seconds: file.map_or(0.0, |f| f.audio_seconds),
+                files: Vec::new(),
+            }
+        }
     };
     Ok(RenderReport {
         loudness,
@@ -107,59 +133,144 @@ pub(super) fn render_audio(
     })
 }
 
+/// ACX takes no file longer than two hours.
+const ACX_MAX_FILE_SECONDS: f64 = 120.0 * 60.0;
+
+/// A warning for each file over ACX's two hours.
+fn warn_long_files(files: &[PartFile], progress: &dyn Progress) {
+    for f in files
+        .iter()
+        .filter(|f| f.audio_seconds > ACX_MAX_FILE_SECONDS)
+    {
+        progress.event(Event::Warning {
+            message: format!(
+                "{}: {:.0} minutes long, and ACX takes at most 120 minutes a file: render with --split chapters, or cut the longest chapters in two",
+                f.path.display(),
+                f.audio_seconds / 60.0
+            ),
+        });
+    }
+}
+
+/// One file pass 2 writes: the book, or with `--split chapters` one chapter.
+struct Target {
+    path: PathBuf,
+    /// The book's title, or the chapter's.
+    title: Option<String>,
+    track: Option<TrackNumber>,
+}
+
 /// What pass 1 measures of the whole book before a byte is written.
 struct Measured {
     /// Each chunk's length in samples, to check pass 2 against.
     lengths: Vec<usize>,
-    /// Chapter starts and cues, on the audio's sample clock.
-    timeline: Timeline,
+    /// Each output file's part of the book.
+    files: Vec<FileMeasure>,
     /// The book's loudness (`--loudness`).
     meter: Option<Meter>,
+}
+
+/// One output file's chunks, its chapter starts and cues on its own sample clock, and where its
+/// sound starts and ends (for its room tone).
+struct FileMeasure {
+    chunks: Range<usize>,
+    timeline: Timeline,
+    edges: Edges,
 }
 
 /// The book's levelling, planned from its measured loudness before pass 2 writes it.
 struct Levelling {
     standard: Standard,
-    leveller: Leveller,
     before: media::loudness::Figures,
     gain_db: f64,
+    rate: u32,
+    seed: u64,
+    /// Room tone (samples before, after) of each file.
+    pads: Vec<(usize, usize)>,
 }
 
 impl Levelling {
-    /// One gain for the book, and for ACX the room tone padded at its ends (on `timeline` too,
-    /// so that chapters and cues stay on the audio written).
+    /// One gain for the whole book (so its files sound alike), and for ACX the room tone padded
+    /// at the ends of each file (on its timeline too, so that chapters and cues stay on the
+    /// audio written).
     fn plan(
         standard: Standard,
         before: &Meter,
         rate: u32,
         seed: u64,
-        timeline: &mut Timeline,
+        files: &mut [FileMeasure],
     ) -> Levelling {
         let before = before.figures();
         let gain_db = standard.gain_db(&before);
         let pad = |want: f64, have: f64| ((want - have).max(0.0) * f64::from(rate)).round() as u64;
-        let (lead, tail, noise) = match standard {
-            Standard::Acx => (
-                pad(ACX_LEAD_SECONDS, before.lead_seconds),
-                pad(ACX_TAIL_SECONDS, before.tail_seconds),
-                Some((ROOM_TONE_DB, seed)),
-            ),
-            Standard::Podcast | Standard::Broadcast => (0, 0, None),
-        };
-        timeline.pad(lead, tail);
-        let leveller = Leveller::new(
-            standard,
-            gain_db,
-            rate,
-            (lead as usize, tail as usize),
-            noise,
-        );
+        let pads = files
+            .iter_mut()
+            .map(|f| {
+                let (lead, tail) = match standard {
+                    Standard::Acx => {
+                        let (lead, tail) = f.edges.seconds(rate);
+                        (pad(ACX_LEAD_SECONDS, lead), pad(ACX_TAIL_SECONDS, tail))
+                    }
+                    Standard::Podcast | Standard::Broadcast => (0, 0),
+                };
+                f.timeline.pad(lead, tail);
+                (lead as usize, tail as usize)
+            })
+            .collect();
         Levelling {
             standard,
-            leveller,
             before,
             gain_db,
+            rate,
+            seed,
+            pads,
         }
+    }
+
+    /// The leveller of file `i`: the book's gain, the file's room tone.
+    fn leveller(&self, i: usize) -> Leveller {
+        let noise = (self.standard == Standard::Acx)
+            .then_some((ROOM_TONE_DB, self.seed.wrapping_add(i as u64)));
+        Leveller::new(
+            self.standard,
+            self.gain_db,
+            self.rate,
+            self.pads.get(i).copied().unwrap_or_default(),
+            noise,
+        )
+    }
+}
+
+/// One file being written in pass 2, with its leveller.
+struct FileSink {
+    writer: AudioWriter,
+    leveller: Option<Leveller>,
+}
+
+impl FileSink {
+    /// `pcm` levelled (and measured into `after`) when levelling, as it is otherwise.
+    fn push(&mut self, pcm: &[i16], after: &mut Option<Meter>, buf: &mut Vec<i16>) -> Result<()> {
+        match (&mut self.leveller, after) {
+            (Some(l), Some(after)) => {
+                buf.clear();
+                l.push(pcm, buf);
+                after.add_i16(buf);
+                Ok(self.writer.push(buf)?)
+            }
+            _ => Ok(self.writer.push(pcm)?),
+        }
+    }
+
+    /// The leveller's last samples and room tone, then the file under its name; its size.
+    fn finish(self, after: &mut Option<Meter>, buf: &mut Vec<i16>) -> Result<u64> {
+        let mut writer = self.writer;
+        if let (Some(l), Some(after)) = (self.leveller, after) {
+            buf.clear();
+            l.finish(buf);
+            after.add_i16(buf);
+            writer.push(buf)?;
+        }
+        Ok(writer.finish()?)
     }
 }
 
@@ -211,10 +322,11 @@ struct Speaker<'a> {
 }
 
 impl Speaker<'_> {
-    /// Pass 1: every phrase synthesised (or found) and cached; chunk lengths, cues and chapter
-    /// starts measured, and with `loudness` the book's loudness. The muxer needs the chapters
-    /// before its header, so they are known first.
-    fn measure(&mut self, loudness: bool) -> Result<Measured> {
+    /// Pass 1: every phrase synthesised (or found) and cached; chunk lengths, and for each file
+    /// of `ranges` (its chunks) its cues, chapter starts and sound's edges measured, and with
+    /// `loudness` the whole book's loudness. The muxer needs the chapters before its header,
+    /// so they are known first.
+    fn measure(&mut self, loudness: bool, ranges: &[Range<usize>]) -> Result<Measured> {
         let plan = self.plan;
         let progress = self.progress;
         progress.event(Event::Start {
@@ -224,14 +336,28 @@ impl Speaker<'_> {
         let rate = plan.sample_rate;
         let mut meter = loudness.then(|| Meter::new(1, rate)).flatten();
         let mut lengths = Vec::with_capacity(plan.chunks.len());
-        let mut timeline = Timeline::new(rate);
+        let mut files: Vec<FileMeasure> = ranges
+            .iter()
+            .map(|r| FileMeasure {
+                chunks: r.clone(),
+                timeline: Timeline::new(rate),
+                edges: Edges::default(),
+            })
+            .collect();
+        let mut file = 0;
         self.each_chunk(
             |c, audio| {
                 if let Some(m) = &mut meter {
                     m.add_i16(&audio.pcm);
                 }
+                // The ranges cover every chunk in order, so the file holding `c` is found.
+                while files[file].chunks.end <= c {
+                    file += 1;
+                }
+                let f = &mut files[file];
+                f.edges.add_i16(&audio.pcm);
                 let samples = audio.pcm.len();
-                plan.place_chunk(&mut timeline, c, &audio.sentence_spans, samples as u64);
+                plan.place_chunk(&mut f.timeline, c, &audio.sentence_spans, samples as u64);
                 lengths.push(samples);
                 Ok(())
             },
@@ -247,28 +373,47 @@ impl Speaker<'_> {
         });
         Ok(Measured {
             lengths,
-            timeline,
+            files,
             meter,
         })
     }
 
-    /// Pass 2: the speech read back from the phrase cache, levelled, into the output; returns
-    /// its bytes, the subtitle sidecar and the loudness report.
+    /// Pass 2: the speech read back from the phrase cache, levelled, into each of `targets`
+    /// in turn (the book's title, author and cover on each); returns what each file became and
+    /// the loudness report.
     fn write(
         &mut self,
         opts: &RenderOptions,
         format: AudioFormat,
-        meta: &AudioMeta,
+        (targets, script): (&[Target], &Script),
         acx: bool,
         measured: &Measured,
-        mut levelling: Option<Levelling>,
-    ) -> Result<(u64, Option<PathBuf>, Option<Levelled>)> {
+        levelling: Option<Levelling>,
+    ) -> Result<(Vec<PartFile>, Option<Levelled>)> {
         let rate = self.plan.sample_rate;
         let cache = self.cache;
-        media::remove_stale_partials(&opts.output);
-        let mut writer = AudioWriter::create(&opts.output, format, rate, meta, acx, opts.threads)?;
+        let open = |i: usize| -> Result<FileSink> {
+            let target = &targets[i];
+            let meta = AudioMeta {
+                title: target.title.clone(),
+                album: script.title.clone(),
+                author: script.author.clone(),
+                track: target.track,
+                chapters: measured.files[i].timeline.chapters(),
+                cover: script.cover.clone(),
+            };
+            media::remove_stale_partials(&target.path);
+            let writer = AudioWriter::create(&target.path, format, rate, &meta, acx, opts.threads)?;
+            Ok(FileSink {
+                writer,
+                leveller: levelling.as_ref().map(|l| l.leveller(i)),
+            })
+        };
         let mut after = levelling.as_ref().and_then(|_| Meter::new(1, rate));
-        let mut levelled = Vec::new();
+        let mut buf = Vec::new();
+        let mut sizes = Vec::with_capacity(targets.len());
+        let mut sink = open(0)?;
+        let mut next = 1;
         self.each_chunk(
             |c, audio| {
                 if audio.pcm.len() != measured.lengths[c] {
@@ -281,42 +426,49 @@ impl Speaker<'_> {
                         ),
                     });
                 }
-                match (&mut levelling, &mut after) {
-                    (Some(l), Some(after)) => {
-                        levelled.clear();
-                        l.leveller.push(&audio.pcm, &mut levelled);
-                        after.add_i16(&levelled);
-                        Ok(writer.push(&levelled)?)
-                    }
-                    _ => Ok(writer.push(&audio.pcm)?),
+                if measured.files.get(next).is_some_and(|f| f.chunks.start == c) {
+                    let done = std::mem::replace(&mut sink, open(next)?);
+                    sizes.push(done.finish(&mut after, &mut buf)?);
+                    next += 1;
                 }
+                sink.push(&audio.pcm, &mut after, &mut buf)
             },
             |_| {},
         )?;
-        let mut report = None;
-        if let (Some(l), Some(mut after)) = (levelling, after) {
-            levelled.clear();
-            l.leveller.finish(&mut levelled);
-            after.add_i16(&levelled);
-            writer.push(&levelled)?;
-            let mut after = after.figures();
-            after.sample_rate = format.output_rate(rate, acx);
-            report = Some(judged(
-                opts,
-                l.standard,
-                l.before,
-                l.gain_db,
-                after,
-                self.progress,
-            ));
+        sizes.push(sink.finish(&mut after, &mut buf)?);
+        let report = match (levelling, after) {
+            (Some(l), Some(after)) => {
+                let mut after = after.figures();
+                after.sample_rate = format.output_rate(rate, acx);
+                Some(judged(
+                    opts,
+                    l.standard,
+                    l.before,
+                    l.gain_db,
+                    after,
+                    self.progress,
+                ))
+            }
+            _ => None,
+        };
+        let mut files = Vec::with_capacity(targets.len());
+        for (i, (target, bytes)) in targets.iter().zip(sizes).enumerate() {
+            let timeline = &measured.files[i].timeline;
+            let subtitles = opts
+                .settings
+                .subtitles
+                .map(|f| media::write_sidecar(&target.path, timeline.cues(), f))
+                .transpose()?;
+            files.push(PartFile {
+                path: target.path.clone(),
+                track: target.track.map_or(1, |t| t.0),
+                title: target.title.clone().unwrap_or_default(),
+                subtitles,
+                bytes,
+                audio_seconds: timeline.seconds(),
+            });
         }
-        let bytes = writer.finish()?;
-        let subtitles = opts
-            .settings
-            .subtitles
-            .map(|f| media::write_sidecar(&opts.output, measured.timeline.cues(), f))
-            .transpose()?;
-        Ok((bytes, subtitles, report))
+        Ok((files, report))
     }
 
     /// Every chunk's audio in order to `each`, [`WINDOW_CHUNKS`] chunks' speech at a time (from
@@ -350,5 +502,49 @@ impl Speaker<'_> {
             window_done(done);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Keeps the warnings.
+    #[derive(Default)]
+    struct Warnings(Mutex<Vec<String>>);
+
+    impl Progress for Warnings {
+        fn event(&self, event: Event) {
+            if let Event::Warning { message } = event {
+                self.0.lock().unwrap().push(message);
+            }
+        }
+    }
+
+    #[test]
+    fn files_over_two_hours_are_named_in_a_warning() {
+        let file = |name: &str, minutes: f64| PartFile {
+            path: PathBuf::from(name),
+            track: 1,
+            title: String::new(),
+            subtitles: None,
+            bytes: 0,
+            audio_seconds: minutes * 60.0,
+        };
+        let files = [
+            file("01 - Long.mp3", 121.0),
+            file("02 - Short.mp3", 119.9),
+            file("03 - Limit.mp3", 120.0),
+        ];
+        let warnings = Warnings::default();
+        warn_long_files(&files, &warnings);
+        let w = warnings.0.into_inner().unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("01 - Long.mp3: 121 minutes long") && w[0].contains("120 minutes"),
+            "{w:?}"
+        );
     }
 }

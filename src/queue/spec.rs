@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use crate::assets::Assets;
 use crate::cache::CacheLocation;
-use crate::guard::{canonical_root, confine, relative_output};
+use crate::guard::{canonical_root, confine, confine_dir, relative_output, relative_path};
 use crate::pool::ChunkPool;
 use crate::script::{did_you_mean, kind, read_input};
 use crate::settings::{
@@ -220,8 +220,19 @@ fn parse_value(v: &Value) -> Result<JobSpec, Fail> {
         "output",
         "the file to write (.mp4, .m4b, .m4a, .wav or .mp3), relative to the output root",
     )?;
-    relative_output(&output).map_err(|m| ("output".to_owned(), m))?;
     let settings = RenderSettings::from_spec(obj)?;
+    if settings.split.is_some() {
+        // A directory, whose files take the kind `format` names.
+        relative_path(&output).map_err(|m| ("output".to_owned(), m))?;
+        if settings.format.is_none() {
+            return fail(
+                "format",
+                "is missing; a split job writes a directory of chapter files: name their kind with \"format\" (\"m4b\", \"m4a\", \"mp3\", \"wav\" or \"mp4\")",
+            );
+        }
+    } else {
+        relative_output(&output).map_err(|m| ("output".to_owned(), m))?;
+    }
     match (settings.output_kind(&output), &portrait) {
         (OutputKind::Mp4, None) => {
             return fail(
@@ -330,7 +341,12 @@ impl Job {
             .map_err(|e| err("script", e.to_string()))?;
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
-        let confined = confine(&root, &spec.output).map_err(|m| err("output", m))?;
+        let confined = if settings.split.is_some() {
+            confine_dir(&root, &spec.output)
+        } else {
+            confine(&root, &spec.output)
+        }
+        .map_err(|m| err("output", m))?;
         let job = Job {
             script,
             portrait,
@@ -345,7 +361,8 @@ impl Job {
         };
         let named = job.script_inputs();
         let inputs = job.inputs(&named);
-        for file in job.output_files(&confined) {
+        let files = job.output_files(&confined).map_err(|m| err("script", m))?;
+        for file in files {
             crate::guard::check_output_file(&file, &inputs)
                 .map_err(|e| err("output", e.to_string()))?;
         }
@@ -402,11 +419,25 @@ impl Job {
     }
 
     /// Every file the job writes for `output`, in the order they are published: the output, then
-    /// its subtitle sidecar when asked for.
-    pub fn output_files(&self, output: &Path) -> Vec<PathBuf> {
-        std::iter::once(output.to_path_buf())
-            .chain(self.settings.sidecar(output))
-            .collect()
+    /// its subtitle sidecar when asked for; for a split job each chapter's file and sidecar in the
+    /// directory `output`, named from the book as it is now (the error says why it cannot be read).
+    pub fn output_files(&self, output: &Path) -> Result<Vec<PathBuf>, String> {
+        let (Some(_), Some(format)) = (self.settings.split, self.settings.format) else {
+            return Ok(std::iter::once(output.to_path_buf())
+                .chain(self.settings.sidecar(output))
+                .collect());
+        };
+        let (script, _) = crate::book::load_script(&self.script, &self.settings.book)
+            .map_err(|e| e.to_string())?;
+        let titles = crate::split::titles(&script, &self.script)?;
+        let subtitles = self.settings.subtitles;
+        Ok(crate::split::parts(output, &titles, format.extension())
+            .into_iter()
+            .flat_map(|p| {
+                let sidecar = subtitles.map(|f| p.path.with_extension(f.extension()));
+                std::iter::once(p.path).chain(sidecar)
+            })
+            .collect())
     }
 
     /// sha256 over everything that changes the output: the job (less its priority), the bytes of
@@ -465,7 +496,11 @@ impl Job {
                 worker_root.display()
             ));
         }
-        confine(&self.out_root, &self.output)
+        if self.settings.split.is_some() {
+            confine_dir(&self.out_root, &self.output)
+        } else {
+            confine(&self.out_root, &self.output)
+        }
     }
 
     /// The one place a job becomes render options.
@@ -614,6 +649,16 @@ mod tests {
                 "did you mean \"subtitles\"",
             ),
             (r#"{"script": "b.md", "output": "b.ogg"}"#, "output", ".m4b"),
+            (
+                r#"{"script": "b.md", "output": "b", "split": "chapters"}"#,
+                "format",
+                "a split job writes a directory",
+            ),
+            (
+                r#"{"script": "b.md", "output": "../b", "split": "chapters", "format": "mp3"}"#,
+                "output",
+                "contains \"..\"",
+            ),
         ];
         for (text, at, needle) in cases {
             let e = err(text);
@@ -760,9 +805,43 @@ mod tests {
         assert_eq!(job.settings.book.chapter_depth, 3);
         assert_eq!(serde_json::to_string(&job).unwrap(), stored);
         assert_eq!(
-            job.output_files(Path::new("/out/b.m4b")),
+            job.output_files(Path::new("/out/b.m4b")).unwrap(),
             [PathBuf::from("/out/b.m4b"), PathBuf::from("/out/b.srt")]
         );
+    }
+
+    /// A split job writes a directory: its files are the book's chapters (with their subtitles),
+    /// named as `render --split chapters` names them; a book without chapters is refused at
+    /// enqueue, naming the script.
+    #[test]
+    fn a_split_job_writes_each_chapter_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("b.md"), "# One\n\nHello.\n\n# Two: A/B\n\nThere.\n").unwrap();
+        let spec = JobSpec::parse(
+            r#"{"script": "b.md", "output": "books/b", "format": "mp3", "split": "chapters", "subtitles": "vtt"}"#,
+        )
+        .unwrap();
+        let job = Job::resolve(&d.join("job.json"), spec, &d.join("out")).unwrap();
+        let dir_out = Path::new("/o/books/b");
+        assert_eq!(
+            job.output_files(dir_out).unwrap(),
+            [
+                "01 - One.mp3",
+                "01 - One.vtt",
+                "02 - Two_ A_B.mp3",
+                "02 - Two_ A_B.vtt"
+            ]
+            .map(|f| dir_out.join(f))
+        );
+        std::fs::write(d.join("flat.txt"), "No headings at all.\n").unwrap();
+        let spec = JobSpec::parse(
+            r#"{"script": "flat.txt", "output": "flat", "format": "m4b", "split": "chapters"}"#,
+        )
+        .unwrap();
+        let e = Job::resolve(&d.join("job.json"), spec, &d.join("out")).unwrap_err();
+        assert_eq!(e.at, "script", "{e}");
+        assert!(e.message.contains("has no chapters"), "{e}");
     }
 
     #[test]

@@ -448,7 +448,13 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         Ok(p) => p,
         Err(m) => return Ended::Refused(m),
     };
-    let dir = output.parent().unwrap_or(Path::new("/")).to_path_buf();
+    // A split job's output is the directory its files go in.
+    let split = job.settings.split.is_some();
+    let dir = if split {
+        output.clone()
+    } else {
+        output.parent().unwrap_or(Path::new("/")).to_path_buf()
+    };
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return Ended::Failed(format!("cannot create {}: {e}", dir.display()));
     }
@@ -457,18 +463,28 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
         Ok(p) => p,
         Err(m) => return Ended::Refused(m),
     };
+    let outputs = match job.output_files(&output) {
+        Ok(files) => files,
+        Err(m) => return Ended::Refused(m),
+    };
     let named = job.script_inputs();
-    let sidecar = job.settings.sidecar(&output);
-    let checked = crate::guard::check_render_outputs(
-        &output,
-        sidecar.as_deref(),
-        &job.inputs(&named),
-        Some(ctx.opts.env.cache.as_path()),
-    );
+    let inputs = job.inputs(&named);
+    let cache = Some(ctx.opts.env.cache.as_path());
+    let checked = if split {
+        outputs
+            .iter()
+            .try_for_each(|f| crate::guard::check_render_outputs(f, None, &inputs, cache))
+    } else {
+        let sidecar = job.settings.sidecar(&output);
+        crate::guard::check_render_outputs(&output, sidecar.as_deref(), &inputs, cache)
+    };
     if let Err(e) = checked {
         return Ended::Refused(error_chain(&e));
     }
-    let outputs = job.output_files(&output);
+    // Stage folders, temp files and the manifest are named after the first file, beside it.
+    let Some(first) = outputs.first() else {
+        return Ended::Refused(format!("{} has no files to write", output.display()));
+    };
     match publish::roll_forward(&outputs) {
         Ok(true) => ctx.observer.event(WorkerEvent::Warning {
             id: Some(id),
@@ -481,12 +497,17 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
             ));
         }
     }
-    remove_stale_temps(&output, id, token);
-    let stage = publish::stage_dir(&output, id, token);
+    remove_stale_temps(first, id, token);
+    let stage = publish::stage_dir(first, id, token);
     if let Err(e) = std::fs::create_dir_all(&stage) {
         return Ended::Failed(format!("cannot create {}: {e}", stage.display()));
     }
-    let staged = stage.join(output.file_name().unwrap_or_default());
+    // The render writes into the stage under the final names: a split one into the stage itself.
+    let staged = if split {
+        stage.clone()
+    } else {
+        stage.join(output.file_name().unwrap_or_default())
+    };
     let opts = job.render_options(&ctx.opts.env, staged.clone());
     let progress = JobProgress {
         id,
@@ -504,7 +525,10 @@ fn attempt_render(ctx: &Ctx, id: i64, token: &str, job: &super::Job, stop: &Atom
                     message: "its inputs changed while it was rendered; talker batch will render it again".into(),
                 });
             }
-            let files = job.output_files(&staged);
+            let files = outputs
+                .iter()
+                .map(|o| stage.join(o.file_name().unwrap_or_default()))
+                .collect();
             Ended::Rendered(
                 Box::new(report),
                 Staged {

@@ -144,7 +144,9 @@ fn chapters_and_subtitles_are_written() {
     write_chunk(&chunk, &small(25), 22050, 75, 66150);
     let meta = OutputMeta {
         title: None,
+        album: None,
         author: None,
+        track: None,
         chapters: vec![
             Chapter {
                 title: "Opening".into(),

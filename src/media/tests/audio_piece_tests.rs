@@ -64,7 +64,7 @@ fn write(path: &Path, pcm: &[i16], threads: usize) {
                 end: pcm.len() as f64 / f64::from(RATE),
             },
         ],
-        cover: None,
+        ..AudioMeta::default()
     };
     let mut w = AudioWriter::create(path, AudioFormat::M4b, RATE, &meta, false, threads)
         .expect("create m4b");
