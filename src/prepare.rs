@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
 use crate::lexicon::Lexicon;
+use crate::cache::KeyBuilder;
 use crate::look::{self, Backdrop, Look, LookOptions};
 use crate::media::{AudioFormat, VideoSettings};
 use crate::phonemize::Phonemizer;
@@ -22,6 +23,7 @@ use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
 use crate::render::RenderError;
 use crate::script::Script;
+use crate::slides::{self, Deck};
 use crate::settings::{Background, Framing, Layout, OutputKind, RenderOptions};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
 use crate::text;
@@ -79,6 +81,12 @@ pub fn load_inputs(
             .get_or_insert_with(Lexicon::default)
             .merge(more);
     }
+    let video = opts.settings.output_kind(&opts.output) == OutputKind::Mp4;
+    // Slides are refused before the voice loads; an audio-only render shows none.
+    let slides = match video && shows_slides(opts, &script, progress) {
+        true => Some(slides::list(&script, &opts.script, true)?),
+        false => None,
+    };
     let voice_name = opts
         .settings
         .voice
@@ -91,6 +99,8 @@ pub fn load_inputs(
     if let Some(lexicon) = &named_lexicon {
         inputs.push(("lexicon the script names", lexicon.as_path()));
     }
+    let files = slides.as_ref().map_or(&[][..], |s| &s.files[..]);
+    inputs.extend(files.iter().map(|f| ("slide", f.slide.path.as_path())));
     let sidecar = opts.settings.sidecar(&opts.output);
     let cache = match &opts.cache {
         CacheLocation::Dir(dir) => Some(dir.as_path()),
@@ -116,6 +126,23 @@ pub fn load_inputs(
     stopped()?;
     clock.add(Stage::Script, t.elapsed());
     Ok((script, engine))
+}
+
+/// Whether a video of `script` shows its slides: `--layout slides` (or the script's), or no layout
+/// asked for and a script that names slides. A layout that shows none is warned about.
+fn shows_slides(opts: &RenderOptions, script: &Script, progress: &dyn Progress) -> bool {
+    let asked = opts.settings.look.layout;
+    let shown = slides::shown(asked, script);
+    if let Some(other) = asked.or(script.layout).filter(|_| !shown && slides::named(script)) {
+        progress.event(Event::Warning {
+            message: format!(
+                "{}: the script names slides, which --layout {} does not show; use --layout slides for them",
+                opts.script.display(),
+                other.tag()
+            ),
+        });
+    }
+    shown
 }
 
 /// What the voice will read otherwise than meant, one warning per kind naming the first segment:
@@ -253,16 +280,21 @@ pub fn prepare(
         .look
         .layout
         .or(script.layout)
-        .unwrap_or_else(|| look::default_layout(portrait.image.dimensions(), size));
+        .unwrap_or_else(|| match slides::named(&script) {
+            true => Layout::Slides,
+            false => look::default_layout(portrait.image.dimensions(), size),
+        });
     let look_opts = LookOptions {
         framing: settings.look.framing,
         layout,
         background: &background,
+        pip: settings.look.pip,
+        pip_size: settings.look.pip_size,
         size,
         still: settings.look.still,
         seed: settings.look.seed,
     };
-    let (look, look_key) = look::prepare(
+    let (mut look, mut look_key) = look::prepare(
         &portrait.image,
         &analysis.face.landmarks,
         &look_opts,
@@ -273,8 +305,26 @@ pub fn prepare(
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
 
+    // Checked (decoded) before the voice loaded; read again here for the keys.
+    let deck = match look.pip {
+        Some(pip) => {
+            let list = slides::list(&script, &opts.script, false)?;
+            let bars = look::bars(&background, size.0, size.1);
+            let deck = Deck::new(list, &opts.script, bars, pip);
+            look_key = KeyBuilder::new("look")
+                .bytes("portrait", &look_key.0)
+                .bytes("slides", &deck.key(settings.look.pip).0)
+                .finish();
+            Some(deck)
+        }
+        None => None,
+    };
     let mut plan = build_plan(&script, &engine, progress, clock, cancel)?;
     plan.assign_chunk_keys(&look_key);
+    if let Some(deck) = &deck {
+        deck.key_chunks(&mut plan);
+    }
+    look.slides = deck;
     Ok(Prepared {
         script,
         engine,
@@ -375,6 +425,18 @@ fn blame_the_size(
     {
         fixes.push(format!(
             "--layout fit, which shows the whole portrait inside the {w}x{h} frame on a background"
+        ));
+    }
+    let largest = crate::slides::PipSize::try_from(*crate::slides::PipSize::RANGE.end()).ok();
+    if let Some(pip_size) = largest.filter(|_| asked.layout == Layout::Slides)
+        && pip_size != asked.pip_size
+        && works(&LookOptions {
+            pip_size,
+            ..*asked
+        })
+    {
+        fixes.push(format!(
+            "a larger --pip-size, such as {pip_size}, which gives the speaker more of the frame"
         ));
     }
     let head = LookOptions {

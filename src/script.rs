@@ -2,7 +2,8 @@
 //!
 //! Format v1 (documented in the README):
 //! `{"title"?, "author"?, "lexicon"? (object or path), "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
-//!   "layout"? ("fill" | "fit"), "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?}, ...]}`.
+//!   "layout"? ("fill" | "fit" | "slides"), "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?,
+//!   "slide"? (a PNG or JPEG, relative to the script)}, ...]}`.
 //! Validation is strict: unknown fields are refused with a "did you mean" hint, and every error
 //! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
 //! the first bad script instead of rendering nonsense.
@@ -55,6 +56,9 @@ pub enum Layout {
     /// The portrait, framed as `fill` frames it at its own shape, sits whole inside the frame
     /// on a background (`--background`).
     Fit,
+    /// The script's slides fill the frame, letterboxed; the speaker is a picture-in-picture in
+    /// a corner (`--pip`, `--pip-size`).
+    Slides,
 }
 
 impl Layout {
@@ -63,15 +67,19 @@ impl Layout {
         match self {
             Layout::Fill => "fill",
             Layout::Fit => "fit",
+            Layout::Slides => "slides",
         }
     }
 
-    /// The layout a name stands for (`fill`, `fit`).
+    /// The layout a name stands for (`fill`, `fit`, `slides`).
     pub fn from_tag(tag: &str) -> Option<Layout> {
-        [Layout::Fill, Layout::Fit]
+        [Layout::Fill, Layout::Fit, Layout::Slides]
             .into_iter()
             .find(|l| l.tag() == tag)
     }
+
+    /// What a bad `"layout"` value is told.
+    pub const EXPECTED: &str = "must be \"fill\", \"fit\" or \"slides\"";
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +91,16 @@ pub struct Segment {
     pub say: Option<String>,
     pub pause_ms: u32,
     pub chapter: Option<String>,
+    /// The slide shown from this segment on (`slides` layout).
+    pub slide: Option<Slide>,
+}
+
+/// A slide a segment names: the file (relative paths already joined to the script's folder) and
+/// where the script names it, for error messages (`segments[3].slide`, `line 12`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slide {
+    pub path: PathBuf,
+    pub at: String,
 }
 
 impl Script {
@@ -182,7 +200,7 @@ struct Validator {
 const TOP_FIELDS: &[&str] = &[
     "title", "author", "lexicon", "voice", "speed", "fps", "size", "layout", "segments",
 ];
-const SEGMENT_FIELDS: &[&str] = &["text", "say", "pause_ms", "chapter"];
+const SEGMENT_FIELDS: &[&str] = &["text", "say", "pause_ms", "chapter", "slide"];
 
 impl Validator {
     fn fail<T>(&mut self, at: &str, message: impl Into<String>) -> Option<T> {
@@ -300,7 +318,7 @@ impl Validator {
             None => Some(None),
             Some(v) => match v.as_str().and_then(Layout::from_tag) {
                 Some(l) => Some(Some(l)),
-                None => self.fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+                None => self.fail("layout", format!("{}, found {v}", Layout::EXPECTED)),
             },
         };
         let segments = match obj.get("segments") {
@@ -420,11 +438,23 @@ impl Validator {
                 None => None,
                 Some(c) => Some(self.label(c, &format!("{at}.chapter"))?),
             };
+            let slide_at = format!("{at}.slide");
+            let slide = match obj.get("slide") {
+                None => None,
+                Some(p) => {
+                    let given = self.string(p, &slide_at, 4096)?;
+                    Some(Slide {
+                        path: self.base.join(given),
+                        at: slide_at,
+                    })
+                }
+            };
             out.push(Segment {
                 text,
                 say,
                 pause_ms,
                 chapter,
+                slide,
             });
         }
         Some(out)
@@ -477,6 +507,11 @@ impl Script {
                 }
                 if let Some(c) = &s.chapter {
                     o.insert("chapter".into(), c.as_str().into());
+                }
+                if let Some(slide) = &s.slide {
+                    // Absolute, so the converted script finds it wherever it is written.
+                    let path = std::path::absolute(&slide.path).unwrap_or(slide.path.clone());
+                    o.insert("slide".into(), path.to_string_lossy().into_owned().into());
                 }
                 Value::Object(o)
             })

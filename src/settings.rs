@@ -28,6 +28,7 @@ use crate::media::loudness::Standard;
 use crate::media::{AudioFormat, SubtitleFormat, X264_PRESETS};
 use crate::pool::ChunkPool;
 pub use crate::script::Layout;
+pub use crate::slides::{Corner, PipSize};
 use crate::script::{did_you_mean, kind};
 use crate::tts::select::SpeechSetup;
 
@@ -159,6 +160,14 @@ pub struct LookSettings {
     )]
     #[serde(default, skip_serializing_if = "Background::is_blur")]
     pub background: Background,
+    /// Where the speaker sits on a slide (`--layout slides`).
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Corner::BottomRight))]
+    #[serde(default, skip_serializing_if = "Corner::is_default")]
+    pub pip: Corner,
+    /// The speaker's height on a slide, as a fraction of the frame's height (0.15 to 0.5).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FRACTION", default_value_t = PipSize::default()))]
+    #[serde(default, skip_serializing_if = "PipSize::is_default")]
+    pub pip_size: PipSize,
     /// No idle head motion (blinks stay).
     #[cfg_attr(feature = "cli", arg(long))]
     pub still: bool,
@@ -287,6 +296,8 @@ impl RenderSettings {
         "framing",
         "layout",
         "background",
+        "pip",
+        "pip_size",
         "still",
         "seed",
         "crf",
@@ -356,7 +367,7 @@ impl RenderSettings {
             None => None,
             Some(v) => match v.as_str().and_then(Layout::from_tag) {
                 Some(layout) => Some(layout),
-                None => return fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+                None => return fail("layout", format!("{}, found {v}", Layout::EXPECTED)),
             },
         };
         let background = match obj.get("background") {
@@ -364,6 +375,14 @@ impl RenderSettings {
             Some(v) => match string(v, "background")?.parse() {
                 Ok(b) => b,
                 Err(e) => return fail("background", e),
+            },
+        };
+        let pip = choice(obj, "pip", Corner::NAMES)?.unwrap_or_default();
+        let pip_size = match obj.get("pip_size") {
+            None => PipSize::default(),
+            Some(v) => match v.as_f64().ok_or(format!("must be a number, found {}", kind(v))) {
+                Ok(f) => PipSize::try_from(f).or_else(|e| fail("pip_size", e))?,
+                Err(e) => return fail("pip_size", e),
             },
         };
         let still = match obj.get("still") {
@@ -464,6 +483,8 @@ impl RenderSettings {
                 framing,
                 layout,
                 background,
+                pip,
+                pip_size,
                 still,
                 seed,
             },
@@ -727,8 +748,10 @@ mod tests {
                 size: Some((128, 96)),
                 fps: Some(10),
                 framing: Framing::Head,
-                layout: Some(Layout::Fit),
+                layout: Some(Layout::Slides),
                 background: Background::Color([1, 2, 3]),
+                pip: Corner::TopLeft,
+                pip_size: PipSize::try_from(0.4).unwrap(),
                 still: true,
                 seed: 7,
             },

@@ -6,16 +6,18 @@
 //!   spoken as a number when its siblings count with it (I, II, III).
 //! - Paragraphs and list items become segments; emphasis, strong, strikethrough, inline code and
 //!   links are read as their text.
-//! - Code blocks and HTML blocks are skipped with a warning naming the line; images (their alt
-//!   text too) and inline HTML are skipped silently, except SSML's `<break time="1.5s"/>`, which is
-//!   kept as a pause.
+//! - Code blocks and HTML blocks are skipped with a warning naming the line; inline HTML is
+//!   skipped silently, except SSML's `<break time="1.5s"/>`, which is kept as a pause.
+//! - An image of a local file (`![](slides/03.png)`, relative to the book) starts a slide, shown
+//!   from the next paragraph on (`--layout slides`); its alt text is not read. Images on the web
+//!   are skipped.
 
 use std::path::Path;
 
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 
 use super::{Book, BookOptions};
-use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
+use crate::script::{DEFAULT_PAUSE_MS, ScriptError, Slide};
 
 pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<Book, ScriptError> {
     let line_starts: Vec<usize> = std::iter::once(0)
@@ -45,7 +47,16 @@ pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<B
                 ));
                 skip_depth += 1;
             }
-            Event::Start(Tag::Image { .. }) => skip_depth += 1,
+            Event::Start(Tag::Image { dest_url, .. }) => {
+                if skip_depth == 0 && is_local(&dest_url) {
+                    flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+                    book.slide = Some(Slide {
+                        path: path.parent().unwrap_or(Path::new("")).join(&*dest_url),
+                        at: format!("line {}", line_of(range.start)),
+                    });
+                }
+                skip_depth += 1;
+            }
             Event::End(TagEnd::CodeBlock | TagEnd::HtmlBlock | TagEnd::Image) => {
                 skip_depth = skip_depth.saturating_sub(1);
             }
@@ -73,6 +84,14 @@ pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<B
         }
     }
     flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+    if let Some(slide) = book.slide.take() {
+        book.notes.push(format!(
+            "{}: {}: the slide {} comes after the last paragraph, so nothing is said over it; it is not shown",
+            path.display(),
+            slide.at,
+            slide.path.display()
+        ));
+    }
     book.speak_roman_headings(false);
     Ok(book)
 }
@@ -86,6 +105,11 @@ fn heading_level(level: HeadingLevel) -> u8 {
         HeadingLevel::H5 => 5,
         HeadingLevel::H6 => 6,
     }
+}
+
+/// A file next to the book, not an address on the web.
+fn is_local(url: &str) -> bool {
+    !url.trim().is_empty() && !url.contains("://") && !url.starts_with("data:")
 }
 
 fn flush(book: &mut Book, buf: &mut String, pause_ms: u32, chapter: &mut Option<String>) {

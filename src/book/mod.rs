@@ -43,6 +43,8 @@ pub struct Book {
     pub cover: Option<crate::cover::Cover>,
     /// (segment index, level 1–6) of every heading, for [`Book::speak_roman_headings`].
     headings: Vec<(usize, u8)>,
+    /// A slide (a Markdown image) waiting for the next segment, which shows it first.
+    pub(crate) slide: Option<crate::script::Slide>,
 }
 
 /// `--matter`: which front and back matter of a book is read.
@@ -239,6 +241,14 @@ fn select_chapters(
             ),
         ));
     }
+    // A slide persists until the next one, also into the chapters kept.
+    let mut last = None;
+    for s in &mut script.segments {
+        match &s.slide {
+            Some(slide) => last = Some(slide.clone()),
+            None => s.slide.clone_from(&last),
+        }
+    }
     let mut n = 0;
     script.segments.retain(|s| {
         n += u32::from(s.chapter.is_some());
@@ -361,6 +371,7 @@ impl Book {
                 } else {
                     None
                 },
+                slide: self.slide.take(),
             });
         }
     }

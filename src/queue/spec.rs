@@ -3,8 +3,8 @@
 //! Input: the spec file (format in the README, "Jobs and workers") and the output root.
 //! Output: a [`Job`] with absolute input paths, an output path relative to a canonical root, and a
 //! sha256 content hash over the job, the bytes of the script (or book), the portrait, the
-//! lexicon file the script names, the job's own lexicons, its background and cover images, and
-//! the talker version.
+//! lexicon file the script names, the job's own lexicons, its background and cover images, the
+//! slides the script names, and the talker version.
 //! Invariants: unknown fields are refused with a "did you mean" hint and every error names the
 //! file and the field; `script` and `portrait` are relative to the spec file; `output` is relative
 //! to the output root and confined to it (`..`, absolute paths and symlinks that lead outside are
@@ -326,8 +326,13 @@ impl Job {
         }
         // A book (EPUB, Markdown, text) is read as `render` reads it, detected the same way,
         // with the job's book options.
-        crate::book::load_script(&script, &settings.book)
+        let (loaded, _) = crate::book::load_script(&script, &settings.book)
             .map_err(|e| err("script", e.to_string()))?;
+        // A slide that is missing or broken is refused at enqueue, as `render` refuses it.
+        let video = settings.output_kind(&spec.output) == crate::settings::OutputKind::Mp4;
+        if video && crate::slides::shown(settings.look.layout, &loaded) {
+            crate::slides::list(&loaded, &script, true).map_err(|e| err("script", e.to_string()))?;
+        }
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
         let confined = confine(&root, &spec.output).map_err(|m| err("output", m))?;
@@ -418,6 +423,15 @@ impl Job {
         }
         if let Some(path) = self.background_image() {
             stream_file(&mut h, "background", path)?;
+        }
+        // The slides a script names (relative to it); a script without any hashes as before.
+        let kind = crate::book::InputKind::detect(&self.script);
+        if matches!(kind, crate::book::InputKind::Json | crate::book::InputKind::Markdown) {
+            let (script, _) = crate::book::load_script(&self.script, &self.settings.book)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            for path in crate::slides::files(&script) {
+                stream_file(&mut h, "slide", path)?;
+            }
         }
         if let Some(path) = &self.settings.cover {
             stream_file(&mut h, "cover", path)?;
