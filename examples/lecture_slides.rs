@@ -18,7 +18,11 @@ fn moon(img: &mut RgbImage, (cx, cy, r): (f32, f32, f32), lit: f32) {
                 continue;
             }
             let half = (r * r - dy * dy).sqrt();
-            let colour = if dx > terminator * half / r { LIT } else { DARK };
+            let colour = if dx > terminator * half / r {
+                LIT
+            } else {
+                DARK
+            };
             img.put_pixel(x, y, colour);
         }
     }

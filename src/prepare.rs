@@ -10,12 +10,12 @@ use std::time::Instant;
 
 use crate::assets::DEFAULT_VOICE;
 use crate::cache::CacheLocation;
+use crate::cache::KeyBuilder;
 use crate::cover::Cover;
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
 use crate::guard;
 use crate::lexicon::Lexicon;
-use crate::cache::KeyBuilder;
 use crate::look::{self, Backdrop, Look, LookOptions};
 use crate::media::{AudioFormat, VideoSettings};
 use crate::phonemize::Phonemizer;
@@ -23,8 +23,8 @@ use crate::plan::Plan;
 use crate::progress::{Clock, Event, Progress, Stage};
 use crate::render::RenderError;
 use crate::script::Script;
-use crate::slides::{self, Deck};
 use crate::settings::{Background, Framing, Layout, OutputKind, RenderOptions};
+use crate::slides::{self, Deck};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
 use crate::text;
 use crate::tts::voice::VoiceFiles;
@@ -133,7 +133,10 @@ pub fn load_inputs(
 fn shows_slides(opts: &RenderOptions, script: &Script, progress: &dyn Progress) -> bool {
     let asked = opts.settings.look.layout;
     let shown = slides::shown(asked, script);
-    if let Some(other) = asked.or(script.layout).filter(|_| !shown && slides::named(script)) {
+    if let Some(other) = asked
+        .or(script.layout)
+        .filter(|_| !shown && slides::named(script))
+    {
         progress.event(Event::Warning {
             message: format!(
                 "{}: the script names slides, which --layout {} does not show; use --layout slides for them",
@@ -276,14 +279,15 @@ pub fn prepare(
         threads: 1,
     };
     video.validate()?;
-    let layout = settings
-        .look
-        .layout
-        .or(script.layout)
-        .unwrap_or_else(|| match slides::named(&script) {
-            true => Layout::Slides,
-            false => look::default_layout(portrait.image.dimensions(), size),
-        });
+    let layout =
+        settings
+            .look
+            .layout
+            .or(script.layout)
+            .unwrap_or_else(|| match slides::named(&script) {
+                true => Layout::Slides,
+                false => look::default_layout(portrait.image.dimensions(), size),
+            });
     let look_opts = LookOptions {
         framing: settings.look.framing,
         layout,
@@ -430,10 +434,7 @@ fn blame_the_size(
     let largest = crate::slides::PipSize::try_from(*crate::slides::PipSize::RANGE.end()).ok();
     if let Some(pip_size) = largest.filter(|_| asked.layout == Layout::Slides)
         && pip_size != asked.pip_size
-        && works(&LookOptions {
-            pip_size,
-            ..*asked
-        })
+        && works(&LookOptions { pip_size, ..*asked })
     {
         fixes.push(format!(
             "a larger --pip-size, such as {pip_size}, which gives the speaker more of the frame"

@@ -28,8 +28,8 @@ use crate::media::loudness::Standard;
 use crate::media::{AudioFormat, SubtitleFormat, X264_PRESETS};
 use crate::pool::ChunkPool;
 pub use crate::script::Layout;
-pub use crate::slides::{Corner, PipSize};
 use crate::script::{did_you_mean, kind};
+pub use crate::slides::{Corner, PipSize};
 use crate::tts::select::SpeechSetup;
 
 /// Frames per second, for `--fps` and a spec's `fps`.
@@ -380,7 +380,10 @@ impl RenderSettings {
         let pip = choice(obj, "pip", Corner::NAMES)?.unwrap_or_default();
         let pip_size = match obj.get("pip_size") {
             None => PipSize::default(),
-            Some(v) => match v.as_f64().ok_or(format!("must be a number, found {}", kind(v))) {
+            Some(v) => match v
+                .as_f64()
+                .ok_or(format!("must be a number, found {}", kind(v)))
+            {
                 Ok(f) => PipSize::try_from(f).or_else(|e| fail("pip_size", e))?,
                 Err(e) => return fail("pip_size", e),
             },

@@ -331,7 +331,8 @@ impl Job {
         // A slide that is missing or broken is refused at enqueue, as `render` refuses it.
         let video = settings.output_kind(&spec.output) == crate::settings::OutputKind::Mp4;
         if video && crate::slides::shown(settings.look.layout, &loaded) {
-            crate::slides::list(&loaded, &script, true).map_err(|e| err("script", e.to_string()))?;
+            crate::slides::list(&loaded, &script, true)
+                .map_err(|e| err("script", e.to_string()))?;
         }
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
@@ -426,7 +427,10 @@ impl Job {
         }
         // The slides a script names (relative to it); a script without any hashes as before.
         let kind = crate::book::InputKind::detect(&self.script);
-        if matches!(kind, crate::book::InputKind::Json | crate::book::InputKind::Markdown) {
+        if matches!(
+            kind,
+            crate::book::InputKind::Json | crate::book::InputKind::Markdown
+        ) {
             let (script, _) = crate::book::load_script(&self.script, &self.settings.book)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             for path in crate::slides::files(&script) {
