@@ -538,6 +538,33 @@ mod tests {
         assert_eq!(s.size, None);
     }
 
+    /// A slide is read relative to the script, and named by its segment for messages.
+    #[test]
+    fn slides_are_relative_to_the_script() {
+        let s = Script::parse_in(
+            r#"{"layout": "slides", "segments": [{"text": "One."}, {"text": "Two.", "slide": "s/2.png"}]}"#,
+            Path::new("talks"),
+        )
+        .unwrap();
+        assert_eq!(s.layout, Some(Layout::Slides));
+        assert_eq!(s.segments[0].slide, None);
+        let slide = s.segments[1].slide.as_ref().unwrap();
+        assert_eq!(
+            (slide.path.as_path(), slide.at.as_str()),
+            (Path::new("talks/s/2.png"), "segments[1].slide")
+        );
+        let e = err(r#"{"segments": [{"text": "One.", "slide": ""}]}"#);
+        assert_eq!(e.at, "segments[0].slide");
+        let e = err(r#"{"layout": "slide", "segments": [{"text": "One."}]}"#);
+        assert!(e.message.contains("\"slides\""), "{e}");
+        let json = s.to_json();
+        let written = json["segments"][1]["slide"].as_str().unwrap();
+        assert!(
+            Path::new(written).is_absolute() && written.ends_with("talks/s/2.png"),
+            "{written}"
+        );
+    }
+
     #[test]
     fn full_script_parses() {
         let s = Script::parse(

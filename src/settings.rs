@@ -859,6 +859,10 @@ mod tests {
         assert!(bad("matter", Value::from("front")).1.contains("\"body\""));
         assert!(bad("notes", Value::from("foot")).1.contains("\"end\""));
         assert!(bad("format", Value::from("mov")).1.contains("\"m4b\""));
+        assert!(bad("pip", Value::from("top")).1.contains("\"top-left\""));
+        assert!(bad("pip_size", Value::from(0.9)).1.contains("0.15 to 0.5"));
+        assert!(bad("pip_size", Value::from("big")).1.contains("a number"));
+        assert!(bad("layout", Value::from("slide")).1.contains("\"slides\""));
     }
 
     #[test]

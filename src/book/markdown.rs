@@ -155,6 +155,40 @@ mod tests {
         assert!(b.notes[1].contains("line 17: HTML block"), "{:?}", b.notes);
     }
 
+    /// An image line starts a slide at the next paragraph; one mid-paragraph cuts it there; web
+    /// images and a slide after the last words show nothing (the last with a note).
+    #[test]
+    fn image_lines_start_slides() {
+        let md = "# Talk\n\nBefore.\n\n![](s/1.png)\n\nOne.\n\nStill one, ![x](s/2.png) two.\n\n\
+![](https://x.example/3.png)\n\nThree.\n\n![](s/4.png)\n";
+        let b = read_markdown(Path::new("talks/t.md"), md, &BookOptions::default()).unwrap();
+        let slides: Vec<(&str, Option<(String, &str)>)> = b
+            .segments
+            .iter()
+            .map(|s| {
+                let slide = s.slide.as_ref();
+                (
+                    s.text.as_str(),
+                    slide.map(|sl| (sl.path.display().to_string(), sl.at.as_str())),
+                )
+            })
+            .collect();
+        let at = |p: &str, line: &'static str| Some((p.to_owned(), line));
+        assert_eq!(
+            slides,
+            [
+                ("Talk", None),
+                ("Before.", None),
+                ("One.", at("talks/s/1.png", "line 5")),
+                ("Still one,", None),
+                ("two.", at("talks/s/2.png", "line 9")),
+                ("Three.", None),
+            ]
+        );
+        assert_eq!(b.notes.len(), 1, "{:?}", b.notes);
+        assert!(b.notes[0].contains("line 15: the slide talks/s/4.png comes after"));
+    }
+
     #[test]
     fn roman_headings_in_sequence_are_numbers_and_letters_stay_letters() {
         let md = "# Story\n\n## I\n\nOne.\n\n## II\n\nTwo.\n\n# Words\n\n## H\n\nhat\n\n## I\n\nice\n\n## J\n\njam\n";

@@ -631,6 +631,40 @@ mod tests {
         assert!(kinds.iter().any(|k| *k != OutputKind::Mp4), "{kinds:?}");
     }
 
+    /// A video job's slides are checked at submit (a missing one named by its segment) and their
+    /// bytes are in the content hash; an audio job shows none and checks none.
+    #[test]
+    fn slides_are_checked_and_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("p.png"), b"portrait bytes").unwrap();
+        std::fs::write(
+            d.join("s.json"),
+            r#"{"segments": [{"text": "Hi.", "slide": "a.png"}]}"#,
+        )
+        .unwrap();
+        let video = || {
+            let spec =
+                JobSpec::parse(r#"{"script": "s.json", "portrait": "p.png", "output": "o.mp4"}"#)
+                    .unwrap();
+            Job::resolve(&d.join("job.json"), spec, &d.join("out"))
+        };
+        let e = video().unwrap_err();
+        assert!(
+            e.at == "script" && e.message.contains("segments[0].slide"),
+            "{e}"
+        );
+        let audio = JobSpec::parse(r#"{"script": "s.json", "output": "o.m4b"}"#).unwrap();
+        assert!(Job::resolve(&d.join("job.json"), audio, &d.join("out")).is_ok());
+        image::RgbImage::new(8, 8).save(d.join("a.png")).unwrap();
+        let job = video().unwrap();
+        let first = job.content_hash().unwrap();
+        image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3]))
+            .save(d.join("a.png"))
+            .unwrap();
+        assert_ne!(job.content_hash().unwrap(), first);
+    }
+
     /// Editing the book or one of the job's lexicons changes the job's content hash (so
     /// `talker batch` renders it again); the same files give the same hash.
     #[test]
