@@ -184,6 +184,17 @@ fn mean_diff(a: &RgbImage, b: &RgbImage, keep: impl Fn(u32, u32) -> bool) -> f64
     sum as f64 / n.max(1) as f64
 }
 
+/// (script, its two slides, frame size, flags, corner, box size, bar colour).
+type SlidesCase<'a> = (
+    &'a Path,
+    &'a [std::path::PathBuf; 2],
+    (u32, u32),
+    &'a [&'a str],
+    talker::slides::Corner,
+    f64,
+    [u8; 3],
+);
+
 /// `--layout slides` at 720p (the Markdown example, slides chosen by default) and 1080p (a JSON
 /// script, another corner, size and bar colour): the face is found inside the box the layout
 /// puts it in, and away from the box the frame is the slide letterboxed, each slide while its
@@ -210,15 +221,7 @@ fn slides_show_behind_the_speaker_in_the_corner_at_720p_and_1080p() {
         repo("examples/lecture/slides/02.png"),
     ];
     let slides_of_json = [d.join("slides/a.png"), d.join("slides/b.png")];
-    let cases: [(
-        &Path,
-        &[std::path::PathBuf; 2],
-        (u32, u32),
-        &[&str],
-        Corner,
-        f64,
-        [u8; 3],
-    ); 2] = [
+    let cases: [SlidesCase; 2] = [
         (
             &example,
             &slides_of_example,
