@@ -149,11 +149,11 @@ pub struct LookSettings {
     /// What the frame shows.
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Framing::Full))]
     pub framing: Framing,
-    /// How the portrait fills the frame [default: the script's, else fill, or fit when the frame's shape is far from the portrait's (a 16:9 frame from a square or upright portrait)].
+    /// How the portrait fills the frame [default: the script's, else slides when the script names slides, else fill, or fit when the frame's shape is far from the portrait's (a 16:9 frame from a square or upright portrait)].
     #[cfg_attr(feature = "cli", arg(long, value_enum))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
-    /// Around a fit portrait: blur (the portrait itself, blurred and darkened), a colour #RRGGBB, or a PNG/JPEG image scaled to cover the frame.
+    /// Around a fit portrait: blur (the portrait itself, blurred and darkened), a colour #RRGGBB, or a PNG/JPEG image scaled to cover the frame; around a letterboxed slide: the colour or image (black for blur).
     #[cfg_attr(
         feature = "cli",
         arg(long, value_name = "blur|#RRGGBB|IMAGE", default_value = "blur")

@@ -369,6 +369,10 @@ impl Deck {
         drop(bytes);
         let base = Arc::new(letterbox(&slide, &self.bars).into_raw());
         let mut bases = lock();
+        // Another worker may have composed it meanwhile: one copy is kept.
+        if let Some((_, kept)) = bases.iter().find(|(i, _)| *i == index) {
+            return Ok(kept.clone());
+        }
         bases.push_back((index, base.clone()));
         while bases.len() > BASES_KEPT {
             bases.pop_front();

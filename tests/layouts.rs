@@ -1,5 +1,6 @@
-//! Layouts (`--layout fill|fit`, `--background`) at lecture sizes, through the real binary: the
-//! face is found again by the landmark model's detector where the layout puts it.
+//! Layouts (`--layout fill|fit|slides`, `--background`, `--pip`) at lecture sizes, through the
+//! real binary: the face is found again by the landmark model's detector where the layout puts it,
+//! and a slide's pixels are behind the speaker.
 
 use std::path::Path;
 use std::process::Command;
