@@ -265,11 +265,16 @@ pub fn prepare(
         });
     }
     let settings = &opts.settings;
+    let slides_shown = slides::shown(settings.look.layout, &script);
+    // Slides are made for lecture frames, whatever the portrait's shape.
     let size = settings
         .look
         .size
         .or(script.size)
-        .unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
+        .unwrap_or_else(|| match slides_shown {
+            true => slides::DEFAULT_SIZE,
+            false => look::default_size(portrait.image.width(), portrait.image.height()),
+        });
     let video = VideoSettings {
         width: size.0,
         height: size.1,
@@ -279,15 +284,14 @@ pub fn prepare(
         threads: 1,
     };
     video.validate()?;
-    let layout =
-        settings
+    let layout = match slides_shown {
+        true => Layout::Slides,
+        false => settings
             .look
             .layout
             .or(script.layout)
-            .unwrap_or_else(|| match slides::named(&script) {
-                true => Layout::Slides,
-                false => look::default_layout(portrait.image.dimensions(), size),
-            });
+            .unwrap_or_else(|| look::default_layout(portrait.image.dimensions(), size)),
+    };
     let look_opts = LookOptions {
         framing: settings.look.framing,
         layout,

@@ -140,7 +140,7 @@ impl std::fmt::Display for Background {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct LookSettings {
-    /// Output size WIDTHxHEIGHT, both even [default: the script's size, else the portrait's, at most 1080].
+    /// Output size WIDTHxHEIGHT, both even [default: the script's size, else 1280x720 for slides, else the portrait's, at most 1080].
     #[cfg_attr(feature = "cli", arg(long, value_name = "WxH", value_parser = parse_wxh))]
     pub size: Option<(u32, u32)>,
     /// Frames per second [default: the script's fps, else 25].

@@ -22,6 +22,8 @@ use crate::cache::{Key, KeyBuilder};
 use crate::error::{Error, Result};
 use crate::script::{Layout, Script, Slide};
 
+/// The frame size of a slides render that names none (`--size`, a script's `size`).
+pub const DEFAULT_SIZE: (u32, u32) = (1280, 720);
 /// Largest slide file: a 4K PNG screenshot is a few MiB.
 pub const MAX_SLIDE_BYTES: u64 = 32 << 20;
 /// Composed slide frames kept for the chunk workers (each is width × height × 3 bytes).

@@ -223,6 +223,7 @@ fn slides_show_behind_the_speaker_in_the_corner_at_720p_and_1080p() {
     ];
     let slides_of_json = [d.join("slides/a.png"), d.join("slides/b.png")];
     let cases: [SlidesCase; 2] = [
+        // No --size: a slides render is 1280x720 unless told otherwise.
         (
             &example,
             &slides_of_example,
@@ -237,6 +238,8 @@ fn slides_show_behind_the_speaker_in_the_corner_at_720p_and_1080p() {
             &slides_of_json,
             (1920, 1080),
             &[
+                "--size",
+                "1920x1080",
                 "--layout",
                 "slides",
                 "--pip",
@@ -254,15 +257,7 @@ fn slides_show_behind_the_speaker_in_the_corner_at_720p_and_1080p() {
     for (script, slides, (w, h), flags, corner, size, bars) in cases {
         let out = d.join(format!("{w}.mp4"));
         let o = talker(d)
-            .args([
-                "render",
-                "--json",
-                "--subtitles",
-                "srt",
-                "--size",
-                &format!("{w}x{h}"),
-                "-o",
-            ])
+            .args(["render", "--json", "--subtitles", "srt", "-o"])
             .arg(&out)
             .arg(script)
             .arg(repo("examples/portrait.png"))
@@ -271,6 +266,10 @@ fn slides_show_behind_the_speaker_in_the_corner_at_720p_and_1080p() {
             .unwrap();
         assert_success(&o);
         let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            (report["width"].as_u64(), report["height"].as_u64()),
+            (Some(w.into()), Some(h.into()))
+        );
         let pip = PipBox::place((512, 512), (w, h), corner, PipSize::try_from(size).unwrap());
         let bars = RgbImage::from_pixel(w, h, image::Rgb(bars));
         // The portrait as the box shows it (square portrait, square box: scaled whole).
