@@ -547,6 +547,29 @@ fn cut(text: &str, max: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// `--chapters` keeps the slide a chosen chapter starts under, though it was named before.
+    #[test]
+    fn chosen_chapters_keep_the_slide_shown_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("talk.md");
+        std::fs::write(&path, "# A\n\n![](a.png)\n\nOne.\n\n# B\n\nTwo.\n").unwrap();
+        let options = BookOptions {
+            chapters: Some("2".parse().unwrap()),
+            ..BookOptions::default()
+        };
+        let (script, _) = load_script(&path, &options).unwrap();
+        let slides: Vec<(&str, Option<&Path>)> = script
+            .segments
+            .iter()
+            .map(|s| (s.text.as_str(), s.slide.as_ref().map(|s| s.path.as_path())))
+            .collect();
+        let a = dir.path().join("a.png");
+        assert_eq!(
+            slides,
+            [("B", Some(a.as_path())), ("Two.", Some(a.as_path()))]
+        );
+    }
+
     #[test]
     fn long_paragraphs_are_cut_at_sentence_ends() {
         let p = "One two. ".repeat(10);
