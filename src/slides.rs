@@ -453,6 +453,22 @@ mod tests {
         assert_eq!((b.w, b.h), (270, 202));
     }
 
+    /// Slides show when asked for, or when the script names them and no other layout is asked
+    /// for; a slides layout without a slide is refused, naming the fix.
+    #[test]
+    fn slides_show_when_named_or_asked_for() {
+        let with = Script::parse(r#"{"segments": [{"text": "A.", "slide": "a.png"}]}"#).unwrap();
+        let without = Script::parse(r#"{"segments": [{"text": "A."}]}"#).unwrap();
+        let asked = Script::parse(r#"{"layout": "slides", "segments": [{"text": "A."}]}"#).unwrap();
+        assert!(shown(None, &with));
+        assert!(!shown(Some(Layout::Fit), &with));
+        assert!(!shown(None, &without));
+        assert!(shown(None, &asked) && !shown(Some(Layout::Fill), &asked));
+        let e = list(&asked, Path::new("talk.json"), true).unwrap_err();
+        assert!(e.to_string().contains("names no slide"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
     #[test]
     fn pip_sizes_parse_within_their_range() {
         assert_eq!("0.28".parse::<PipSize>(), Ok(PipSize::default()));
