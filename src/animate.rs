@@ -108,12 +108,15 @@ fn frame_pose(
     }
 }
 
-/// Renders and encodes a chunk to `path` (written under a temporary name, renamed when complete).
+/// Renders and encodes a chunk of segment `segment` to `path` (written under a temporary name,
+/// renamed when complete).
 ///
 /// `on_frame` is called after each frame; `stop` ends the chunk between frames (the partial file
 /// is removed); `clock` collects the time spent drawing and encoding.
+#[allow(clippy::too_many_arguments)]
 pub fn render_chunk(
     look: &Look,
+    segment: usize,
     audio: &ChunkAudio,
     sample_rate: u32,
     path: &Path,
@@ -139,6 +142,14 @@ pub fn render_chunk(
     // Writing them with their frame keeps the muxer's interleaving queue short.
     let sample_at = |k: u64| (k * pcm.len() as u64 / frames.max(1)) as usize;
     let mut buf = vec![0u8; look.rig.width() as usize * look.rig.height() as usize * 3];
+    // `slides`: the slide's frame, copied once; each frame rewrites only the speaker's box.
+    let mut slide = match &look.slides {
+        Some(deck) => {
+            let base = deck.base(segment)?;
+            Some((deck, base.to_vec(), base))
+        }
+        None => None,
+    };
     for k in 0..frames {
         if stop.load(Ordering::Relaxed) {
             return Err(Error::Cancelled);
@@ -149,9 +160,16 @@ pub fn render_chunk(
             &frame_pose(&track, &idle, t, duration, blink_at_end),
             &mut buf,
         );
+        let frame = match &mut slide {
+            Some((deck, frame, base)) => {
+                deck.paste(&buf, base, frame);
+                &frame[..]
+            }
+            None => &buf[..],
+        };
         let t1 = Instant::now();
         writer.write_audio(&pcm[sample_at(k)..sample_at(k + 1)])?;
-        writer.write_frame(&buf)?;
+        writer.write_frame(frame)?;
         clock.add(Stage::Frames, t1 - t0);
         clock.add(Stage::Encode, t1.elapsed());
         on_frame();

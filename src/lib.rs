@@ -40,6 +40,8 @@ pub mod script;
 #[cfg(feature = "render")]
 pub mod settings;
 #[cfg(feature = "render")]
+pub mod slides;
+#[cfg(feature = "render")]
 pub mod speech;
 #[cfg(feature = "render")]
 pub mod split;

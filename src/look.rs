@@ -15,12 +15,17 @@ use crate::media::VideoSettings;
 use crate::render::{FaceRig, framing};
 use crate::script::DEFAULT_MAX_SIDE;
 use crate::settings::{Framing, Layout};
+use crate::slides::{Corner, Deck, PipBox, PipSize};
 
 /// Everything about the picture, shared by all chunks of a render.
 pub struct Look {
     pub rig: FaceRig,
-    /// The 68 landmarks in frame coordinates (for crops and checks, not for drawing).
+    /// The 68 landmarks in the rig's frame coordinates (for crops and checks, not for drawing).
     pub landmarks: [[f32; 2]; 68],
+    /// `slides`: where the rig's frames go on the frame (the rig draws only that box).
+    pub pip: Option<PipBox>,
+    /// `slides`: the slides the rig's frames are pasted onto (set once the script's are read).
+    pub slides: Option<Deck>,
     pub video: VideoSettings,
     pub still: bool,
     pub seed: u64,
@@ -81,6 +86,8 @@ pub struct LookOptions<'a> {
     pub framing: Framing,
     pub layout: Layout,
     pub background: &'a Backdrop,
+    pub pip: Corner,
+    pub pip_size: PipSize,
     pub size: (u32, u32),
     pub still: bool,
     pub seed: u64,
@@ -109,6 +116,15 @@ fn inner_box(portrait: (u32, u32), w: u32, h: u32) -> (u32, u32) {
     (even(pw * scale, w), even(ph * scale, h))
 }
 
+/// What a `slides` frame shows around a letterboxed slide: the colour or image asked for, black
+/// for `blur` (a slide has no portrait behind it).
+pub fn bars(background: &Backdrop, w: u32, h: u32) -> RgbImage {
+    match background {
+        Backdrop::Blur => RgbImage::new(w, h),
+        other => backdrop(other, &RgbImage::new(1, 1), w, h),
+    }
+}
+
 /// The background of a `fit` frame, composed once per render.
 fn backdrop(background: &Backdrop, portrait: &RgbImage, w: u32, h: u32) -> RgbImage {
     match background {
@@ -127,7 +143,14 @@ fn backdrop(background: &Backdrop, portrait: &RgbImage, w: u32, h: u32) -> RgbIm
     }
 }
 
-/// The portrait framed at `w`×`h` as `opts` ask, and its landmarks there.
+/// The picture-in-picture box of a `slides` frame.
+fn pip_box(portrait: &RgbImage, opts: &LookOptions<'_>) -> Option<PipBox> {
+    (opts.layout == Layout::Slides)
+        .then(|| PipBox::place(portrait.dimensions(), opts.size, opts.pip, opts.pip_size))
+}
+
+/// The portrait framed as `opts` ask (at the frame's size, or the picture-in-picture box's for
+/// `slides`), and its landmarks there.
 fn frame_portrait(
     portrait: &RgbImage,
     lm: &[[f32; 2]; 68],
@@ -142,6 +165,10 @@ fn frame_portrait(
     };
     match opts.layout {
         Layout::Fill => framed(w, h),
+        Layout::Slides => match pip_box(portrait, opts) {
+            Some(b) => framed(b.w, b.h),
+            None => framed(w, h),
+        },
         Layout::Fit => {
             let (iw, ih) = inner_box(portrait.dimensions(), w, h);
             let (inner, lm) = framed(iw, ih)?;
@@ -164,6 +191,7 @@ pub fn prepare(
     let (w, h) = opts.size;
     let (base, lm) = frame_portrait(portrait, &landmarks.points, opts)?;
     let rig = FaceRig::new(&base, &lm)?;
+    let pip = pip_box(portrait, opts);
     let lm_bits: Vec<u8> = lm
         .iter()
         .flat_map(|p| p.iter().flat_map(|v| v.to_bits().to_le_bytes()))
@@ -190,6 +218,8 @@ pub fn prepare(
         Look {
             rig,
             landmarks: lm,
+            pip,
+            slides: None,
             video,
             still: opts.still,
             seed: opts.seed,
@@ -230,6 +260,8 @@ mod tests {
             framing: Framing::Full,
             layout: Layout::Fit,
             background: &background,
+            pip: Corner::default(),
+            pip_size: PipSize::default(),
             size: (400, 200),
             still: true,
             seed: 0,

@@ -392,6 +392,7 @@ fn render_one(
     tracing::debug!(chunk = i, frames, "chunk started");
     animate::render_chunk(
         shared.look,
+        plan.chunks[i].segment,
         audio,
         plan.sample_rate,
         &path,

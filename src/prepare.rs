@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use crate::assets::DEFAULT_VOICE;
 use crate::cache::CacheLocation;
+use crate::cache::KeyBuilder;
 use crate::cover::Cover;
 use crate::error::{Error, Result};
 use crate::face::{FaceModels, Landmarks, Portrait};
@@ -24,6 +25,7 @@ use crate::progress::{Clock, Event, Progress, Stage};
 use crate::render::RenderError;
 use crate::script::{Script, ScriptError};
 use crate::settings::{Background, Framing, Layout, OutputKind, RenderOptions};
+use crate::slides::{self, Deck};
 use crate::speech::{SpeechEngine, SpeechOptions, SpeechService};
 use crate::split;
 use crate::text;
@@ -81,6 +83,12 @@ pub fn load_inputs(
             .get_or_insert_with(Lexicon::default)
             .merge(more);
     }
+    let video = opts.settings.output_kind(&opts.output) == OutputKind::Mp4;
+    // Slides are refused before the voice loads; an audio-only render shows none.
+    let slides = match video && shows_slides(opts, &script, progress) {
+        true => Some(slides::list(&script, &opts.script, true)?),
+        false => None,
+    };
     // `--voice` is taken from the working directory, a voice the script names from the script's.
     let voices_dir = opts.assets.voices_dir();
     let base = opts.script.parent().unwrap_or(Path::new(""));
@@ -99,6 +107,8 @@ pub fn load_inputs(
         inputs.push(("voice model a segment names", files.model.as_path()));
         inputs.push(("voice config a segment names", files.config.as_path()));
     }
+    let files = slides.as_ref().map_or(&[][..], |s| &s.files[..]);
+    inputs.extend(files.iter().map(|f| ("slide", f.slide.path.as_path())));
     check_outputs(opts, &script, &inputs)?;
     let noise = !opts.settings.deterministic;
     let mut engine = SpeechEngine::new(
@@ -268,6 +278,26 @@ fn segment_error(path: &Path, i: usize, field: &str, message: String) -> Error {
     })
 }
 
+/// Whether a video of `script` shows its slides: `--layout slides` (or the script's), or no layout
+/// asked for and a script that names slides. A layout that shows none is warned about.
+fn shows_slides(opts: &RenderOptions, script: &Script, progress: &dyn Progress) -> bool {
+    let asked = opts.settings.look.layout;
+    let shown = slides::shown(asked, script);
+    if let Some(other) = asked
+        .or(script.layout)
+        .filter(|_| !shown && slides::named(script))
+    {
+        progress.event(Event::Warning {
+            message: format!(
+                "{}: the script names slides, which --layout {} does not show; use --layout slides for them",
+                opts.script.display(),
+                other.tag()
+            ),
+        });
+    }
+    shown
+}
+
 /// What the voices will read otherwise than meant, one warning per kind naming the first segment:
 /// markup dropped (every tag but `<break>`), letters the language of the segment's voice (its
 /// name and espeak-ng language from `voice_of`) does not use.
@@ -388,11 +418,16 @@ pub fn prepare(
         });
     }
     let settings = &opts.settings;
+    let slides_shown = slides::shown(settings.look.layout, &script);
+    // Slides are made for lecture frames, whatever the portrait's shape.
     let size = settings
         .look
         .size
         .or(script.size)
-        .unwrap_or_else(|| look::default_size(portrait.image.width(), portrait.image.height()));
+        .unwrap_or_else(|| match slides_shown {
+            true => slides::DEFAULT_SIZE,
+            false => look::default_size(portrait.image.width(), portrait.image.height()),
+        });
     let video = VideoSettings {
         width: size.0,
         height: size.1,
@@ -402,20 +437,25 @@ pub fn prepare(
         threads: 1,
     };
     video.validate()?;
-    let layout = settings
-        .look
-        .layout
-        .or(script.layout)
-        .unwrap_or_else(|| look::default_layout(portrait.image.dimensions(), size));
+    let layout = match slides_shown {
+        true => Layout::Slides,
+        false => settings
+            .look
+            .layout
+            .or(script.layout)
+            .unwrap_or_else(|| look::default_layout(portrait.image.dimensions(), size)),
+    };
     let look_opts = LookOptions {
         framing: settings.look.framing,
         layout,
         background: &background,
+        pip: settings.look.pip,
+        pip_size: settings.look.pip_size,
         size,
         still: settings.look.still,
         seed: settings.look.seed,
     };
-    let (look, look_key) = look::prepare(
+    let (mut look, mut look_key) = look::prepare(
         &portrait.image,
         &analysis.face.landmarks,
         &look_opts,
@@ -426,8 +466,26 @@ pub fn prepare(
     clock.add(Stage::Face, t.elapsed());
     progress.event(Event::Finish { stage: Stage::Face });
 
+    // Checked (decoded) before the voice loaded; read again here for the keys.
+    let deck = match look.pip {
+        Some(pip) => {
+            let list = slides::list(&script, &opts.script, false)?;
+            let bars = look::bars(&background, size.0, size.1);
+            let deck = Deck::new(list, &opts.script, bars, pip);
+            look_key = KeyBuilder::new("look")
+                .bytes("portrait", &look_key.0)
+                .bytes("slides", &deck.key(settings.look.pip).0)
+                .finish();
+            Some(deck)
+        }
+        None => None,
+    };
     let mut plan = build_plan(&script, &engine, progress, clock, cancel)?;
     plan.assign_chunk_keys(&look_key);
+    if let Some(deck) = &deck {
+        deck.key_chunks(&mut plan);
+    }
+    look.slides = deck;
     Ok(Prepared {
         script,
         engine,
@@ -528,6 +586,15 @@ fn blame_the_size(
     {
         fixes.push(format!(
             "--layout fit, which shows the whole portrait inside the {w}x{h} frame on a background"
+        ));
+    }
+    let largest = crate::slides::PipSize::try_from(*crate::slides::PipSize::RANGE.end()).ok();
+    if let Some(pip_size) = largest.filter(|_| asked.layout == Layout::Slides)
+        && pip_size != asked.pip_size
+        && works(&LookOptions { pip_size, ..*asked })
+    {
+        fixes.push(format!(
+            "a larger --pip-size, such as {pip_size}, which gives the speaker more of the frame"
         ));
     }
     let head = LookOptions {

@@ -2,8 +2,8 @@
 //!
 //! Format v1 (documented in the README):
 //! `{"title"?, "author"?, "lexicon"? (object or path), "voice"?, "speed"? (0.5..=2), "fps"? (25), "size"? [w, h],
-//!   "layout"? ("fill" | "fit"), "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?, "voice"?,
-//!   "speaker"?, "speed"?}, ...]}`.
+//!   "layout"? ("fill" | "fit" | "slides"), "segments": [{"text", "say"?, "pause_ms"? (300), "chapter"?,
+//!   "voice"?, "speaker"?, "speed"?, "slide"? (a PNG or JPEG, relative to the script)}, ...]}`.
 //! Validation is strict: unknown fields are refused with a "did you mean" hint, and every error
 //! names the file, the JSON path (`segments[3].text`) and what to do, so a nightly batch fails on
 //! the first bad script instead of rendering nonsense.
@@ -56,6 +56,9 @@ pub enum Layout {
     /// The portrait, framed as `fill` frames it at its own shape, sits whole inside the frame
     /// on a background (`--background`).
     Fit,
+    /// The script's slides fill the frame, letterboxed; the speaker is a picture-in-picture in
+    /// a corner (`--pip`, `--pip-size`).
+    Slides,
 }
 
 impl Layout {
@@ -64,15 +67,19 @@ impl Layout {
         match self {
             Layout::Fill => "fill",
             Layout::Fit => "fit",
+            Layout::Slides => "slides",
         }
     }
 
-    /// The layout a name stands for (`fill`, `fit`).
+    /// The layout a name stands for (`fill`, `fit`, `slides`).
     pub fn from_tag(tag: &str) -> Option<Layout> {
-        [Layout::Fill, Layout::Fit]
+        [Layout::Fill, Layout::Fit, Layout::Slides]
             .into_iter()
             .find(|l| l.tag() == tag)
     }
+
+    /// What a bad `"layout"` value is told.
+    pub const EXPECTED: &str = "must be \"fill\", \"fit\" or \"slides\"";
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +98,16 @@ pub struct Segment {
     pub speaker: Option<u32>,
     /// This segment's pace instead of the script's `speed`.
     pub speed: Option<f32>,
+    /// The slide shown from this segment on (`slides` layout).
+    pub slide: Option<Slide>,
+}
+
+/// A slide a segment names: the file (relative paths already joined to the script's folder) and
+/// where the script names it, for error messages (`segments[3].slide`, `line 12`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slide {
+    pub path: PathBuf,
+    pub at: String,
 }
 
 impl Script {
@@ -191,7 +208,7 @@ const TOP_FIELDS: &[&str] = &[
     "title", "author", "lexicon", "voice", "speed", "fps", "size", "layout", "segments",
 ];
 const SEGMENT_FIELDS: &[&str] = &[
-    "text", "say", "pause_ms", "chapter", "voice", "speaker", "speed",
+    "text", "say", "pause_ms", "chapter", "voice", "speaker", "speed", "slide",
 ];
 /// Speaker ids a segment may name; the voice's own `num_speakers` is checked when it loads.
 const SPEAKERS: std::ops::RangeInclusive<u64> = 0..=65_535;
@@ -304,7 +321,7 @@ impl Validator {
             None => Some(None),
             Some(v) => match v.as_str().and_then(Layout::from_tag) {
                 Some(l) => Some(Some(l)),
-                None => self.fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+                None => self.fail("layout", format!("{}, found {v}", Layout::EXPECTED)),
             },
         };
         let segments = match obj.get("segments") {
@@ -453,6 +470,17 @@ impl Validator {
                 None => None,
                 Some(v) => Some(self.speed(v, &format!("{at}.speed"))?),
             };
+            let slide_at = format!("{at}.slide");
+            let slide = match obj.get("slide") {
+                None => None,
+                Some(p) => {
+                    let given = self.string(p, &slide_at, 4096)?;
+                    Some(Slide {
+                        path: self.base.join(given),
+                        at: slide_at,
+                    })
+                }
+            };
             out.push(Segment {
                 text,
                 say,
@@ -461,6 +489,7 @@ impl Validator {
                 voice,
                 speaker,
                 speed,
+                slide,
             });
         }
         Some(out)
@@ -523,6 +552,11 @@ impl Script {
                 if let Some(speed) = s.speed {
                     o.insert("speed".into(), f64::from(speed).into());
                 }
+                if let Some(slide) = &s.slide {
+                    // Absolute, so the converted script finds it wherever it is written.
+                    let path = std::path::absolute(&slide.path).unwrap_or(slide.path.clone());
+                    o.insert("slide".into(), path.to_string_lossy().into_owned().into());
+                }
                 Value::Object(o)
             })
             .collect();
@@ -546,6 +580,33 @@ mod tests {
         assert_eq!(s.speed, 1.0);
         assert_eq!(s.segments[0].pause_ms, 300);
         assert_eq!(s.size, None);
+    }
+
+    /// A slide is read relative to the script, and named by its segment for messages.
+    #[test]
+    fn slides_are_relative_to_the_script() {
+        let s = Script::parse_in(
+            r#"{"layout": "slides", "segments": [{"text": "One."}, {"text": "Two.", "slide": "s/2.png"}]}"#,
+            Path::new("talks"),
+        )
+        .unwrap();
+        assert_eq!(s.layout, Some(Layout::Slides));
+        assert_eq!(s.segments[0].slide, None);
+        let slide = s.segments[1].slide.as_ref().unwrap();
+        assert_eq!(
+            (slide.path.as_path(), slide.at.as_str()),
+            (Path::new("talks/s/2.png"), "segments[1].slide")
+        );
+        let e = err(r#"{"segments": [{"text": "One.", "slide": ""}]}"#);
+        assert_eq!(e.at, "segments[0].slide");
+        let e = err(r#"{"layout": "slide", "segments": [{"text": "One."}]}"#);
+        assert!(e.message.contains("\"slides\""), "{e}");
+        let json = s.to_json();
+        let written = json["segments"][1]["slide"].as_str().unwrap();
+        assert!(
+            Path::new(written).is_absolute() && written.ends_with("talks/s/2.png"),
+            "{written}"
+        );
     }
 
     #[test]

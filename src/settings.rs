@@ -29,6 +29,7 @@ use crate::media::{AudioFormat, SubtitleFormat, X264_PRESETS};
 use crate::pool::ChunkPool;
 pub use crate::script::Layout;
 use crate::script::{did_you_mean, kind};
+pub use crate::slides::{Corner, PipSize};
 use crate::tts::select::SpeechSetup;
 
 /// Frames per second, for `--fps` and a spec's `fps`.
@@ -139,7 +140,7 @@ impl std::fmt::Display for Background {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct LookSettings {
-    /// Output size WIDTHxHEIGHT, both even [default: the script's size, else the portrait's, at most 1080].
+    /// Output size WIDTHxHEIGHT, both even [default: the script's size, else 1280x720 for slides, else the portrait's, at most 1080].
     #[cfg_attr(feature = "cli", arg(long, value_name = "WxH", value_parser = parse_wxh))]
     pub size: Option<(u32, u32)>,
     /// Frames per second [default: the script's fps, else 25].
@@ -148,17 +149,25 @@ pub struct LookSettings {
     /// What the frame shows.
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Framing::Full))]
     pub framing: Framing,
-    /// How the portrait fills the frame [default: the script's, else fill, or fit when the frame's shape is far from the portrait's (a 16:9 frame from a square or upright portrait)].
+    /// How the portrait fills the frame [default: the script's, else slides when the script names slides, else fill, or fit when the frame's shape is far from the portrait's (a 16:9 frame from a square or upright portrait)].
     #[cfg_attr(feature = "cli", arg(long, value_enum))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
-    /// Around a fit portrait: blur (the portrait itself, blurred and darkened), a colour #RRGGBB, or a PNG/JPEG image scaled to cover the frame.
+    /// Around a fit portrait: blur (the portrait itself, blurred and darkened), a colour #RRGGBB, or a PNG/JPEG image scaled to cover the frame; around a letterboxed slide: the colour or image (black for blur).
     #[cfg_attr(
         feature = "cli",
         arg(long, value_name = "blur|#RRGGBB|IMAGE", default_value = "blur")
     )]
     #[serde(default, skip_serializing_if = "Background::is_blur")]
     pub background: Background,
+    /// Where the speaker sits on a slide (`--layout slides`).
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = Corner::BottomRight))]
+    #[serde(default, skip_serializing_if = "Corner::is_default")]
+    pub pip: Corner,
+    /// The speaker's height on a slide, as a fraction of the frame's height (0.15 to 0.5).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FRACTION", default_value_t = PipSize::default()))]
+    #[serde(default, skip_serializing_if = "PipSize::is_default")]
+    pub pip_size: PipSize,
     /// No idle head motion (blinks stay).
     #[cfg_attr(feature = "cli", arg(long))]
     pub still: bool,
@@ -319,6 +328,8 @@ impl RenderSettings {
         "framing",
         "layout",
         "background",
+        "pip",
+        "pip_size",
         "still",
         "seed",
         "crf",
@@ -446,7 +457,7 @@ fn look_from_spec(obj: &Map<String, Value>) -> Result<LookSettings, Fail> {
         None => None,
         Some(v) => match v.as_str().and_then(Layout::from_tag) {
             Some(layout) => Some(layout),
-            None => return fail("layout", format!("must be \"fill\" or \"fit\", found {v}")),
+            None => return fail("layout", format!("{}, found {v}", Layout::EXPECTED)),
         },
     };
     let background = match obj.get("background") {
@@ -454,6 +465,17 @@ fn look_from_spec(obj: &Map<String, Value>) -> Result<LookSettings, Fail> {
         Some(v) => match string(v, "background")?.parse() {
             Ok(b) => b,
             Err(e) => return fail("background", e),
+        },
+    };
+    let pip = choice(obj, "pip", Corner::NAMES)?.unwrap_or_default();
+    let pip_size = match obj.get("pip_size") {
+        None => PipSize::default(),
+        Some(v) => match v
+            .as_f64()
+            .ok_or(format!("must be a number, found {}", kind(v)))
+        {
+            Ok(f) => PipSize::try_from(f).or_else(|e| fail("pip_size", e))?,
+            Err(e) => return fail("pip_size", e),
         },
     };
     let still = flag(obj, "still")?;
@@ -470,6 +492,8 @@ fn look_from_spec(obj: &Map<String, Value>) -> Result<LookSettings, Fail> {
         framing,
         layout,
         background,
+        pip,
+        pip_size,
         still,
         seed,
     })
@@ -772,8 +796,10 @@ mod tests {
                 size: Some((128, 96)),
                 fps: Some(10),
                 framing: Framing::Head,
-                layout: Some(Layout::Fit),
+                layout: Some(Layout::Slides),
                 background: Background::Color([1, 2, 3]),
+                pip: Corner::TopLeft,
+                pip_size: PipSize::try_from(0.4).unwrap(),
                 still: true,
                 seed: 7,
             },
@@ -884,6 +910,10 @@ mod tests {
                 .1
                 .contains("\"chapters\"")
         );
+        assert!(bad("pip", Value::from("top")).1.contains("\"top-left\""));
+        assert!(bad("pip_size", Value::from(0.9)).1.contains("0.15 to 0.5"));
+        assert!(bad("pip_size", Value::from("big")).1.contains("a number"));
+        assert!(bad("layout", Value::from("slide")).1.contains("\"slides\""));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Layouts (`--layout fill|fit`, `--background`) at lecture sizes, through the real binary: the
-//! face is found again by the landmark model's detector where the layout puts it.
+//! Layouts (`--layout fill|fit|slides`, `--background`, `--pip`) at lecture sizes, through the
+//! real binary: the face is found again by the landmark model's detector where the layout puts it,
+//! and a slide's pixels are behind the speaker.
 
 use std::path::Path;
 use std::process::Command;
@@ -155,6 +156,269 @@ fn a_bad_background_is_refused_before_any_work() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{background}: {err}");
         assert!(err.contains(says), "{background}: {err}");
+        assert!(!out.exists());
+    }
+}
+
+/// A slide of smooth colours (a codec keeps them within a few levels), `tint` telling them apart.
+fn draw_slide(path: &Path, (w, h): (u32, u32), tint: u8) {
+    let img = RgbImage::from_fn(w, h, |x, y| {
+        image::Rgb([(40 + 160 * x / w) as u8, (30 + 140 * y / h) as u8, tint])
+    });
+    img.save(path).unwrap();
+}
+
+/// Mean absolute difference of `a` and `b` over the pixels `keep` accepts.
+fn mean_diff(a: &RgbImage, b: &RgbImage, keep: impl Fn(u32, u32) -> bool) -> f64 {
+    let (mut sum, mut n) = (0u64, 0u64);
+    for (x, y, p) in a.enumerate_pixels() {
+        if keep(x, y) {
+            let q = b.get_pixel(x, y);
+            sum +=
+                p.0.iter()
+                    .zip(q.0)
+                    .map(|(u, v)| u64::from(u.abs_diff(v)))
+                    .sum::<u64>();
+            n += 3;
+        }
+    }
+    sum as f64 / n.max(1) as f64
+}
+
+/// (script, its two slides, frame size, flags, corner, box size, bar colour).
+type SlidesCase<'a> = (
+    &'a Path,
+    &'a [std::path::PathBuf; 2],
+    (u32, u32),
+    &'a [&'a str],
+    talker::slides::Corner,
+    f64,
+    [u8; 3],
+);
+
+/// `--layout slides` at 720p (the Markdown example, slides chosen by default) and 1080p (a JSON
+/// script, another corner, size and bar colour): the face is found inside the box the layout
+/// puts it in, and away from the box the frame is the slide letterboxed, each slide while its
+/// segments are spoken.
+#[test]
+fn slides_show_behind_the_speaker_in_the_corner_at_720p_and_1080p() {
+    use talker::slides::{Corner, PipBox, PipSize, letterbox};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("slides")).unwrap();
+    draw_slide(&d.join("slides/a.png"), (800, 600), 20);
+    draw_slide(&d.join("slides/b.png"), (1600, 800), 220);
+    let json = write_script(
+        d,
+        "talk.json",
+        r#"{"segments": [
+            {"text": "Welcome to the lecture.", "slide": "slides/a.png", "chapter": "One"},
+            {"text": "Here is the second slide.", "slide": "slides/b.png", "chapter": "Two"}]}"#,
+    );
+    let models = FaceModels::load(&assets().face_dir()).unwrap();
+    let example = repo("examples/lecture/lecture.md");
+    let slides_of_example = [
+        repo("examples/lecture/slides/01.png"),
+        repo("examples/lecture/slides/02.png"),
+    ];
+    let slides_of_json = [d.join("slides/a.png"), d.join("slides/b.png")];
+    let cases: [SlidesCase; 2] = [
+        // No --size: a slides render is 1280x720 unless told otherwise.
+        (
+            &example,
+            &slides_of_example,
+            (1280, 720),
+            &[],
+            Corner::BottomRight,
+            0.28,
+            [0; 3],
+        ),
+        (
+            &json,
+            &slides_of_json,
+            (1920, 1080),
+            &[
+                "--size",
+                "1920x1080",
+                "--layout",
+                "slides",
+                "--pip",
+                "top-left",
+                "--pip-size",
+                "0.35",
+                "--background",
+                "#203040",
+            ],
+            Corner::TopLeft,
+            0.35,
+            [0x20, 0x30, 0x40],
+        ),
+    ];
+    for (script, slides, (w, h), flags, corner, size, bars) in cases {
+        let out = d.join(format!("{w}.mp4"));
+        let o = talker(d)
+            .args(["render", "--json", "--subtitles", "srt", "-o"])
+            .arg(&out)
+            .arg(script)
+            .arg(repo("examples/portrait.png"))
+            .args(flags)
+            .output()
+            .unwrap();
+        assert_success(&o);
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            (report["width"].as_u64(), report["height"].as_u64()),
+            (Some(w.into()), Some(h.into()))
+        );
+        let pip = PipBox::place((512, 512), (w, h), corner, PipSize::try_from(size).unwrap());
+        let bars = RgbImage::from_pixel(w, h, image::Rgb(bars));
+        // The portrait as the box shows it (square portrait, square box: scaled whole).
+        let in_box = image::imageops::resize(
+            &Portrait::open(&repo("examples/portrait.png"))
+                .unwrap()
+                .image,
+            pip.w,
+            pip.h,
+            FilterType::Lanczos3,
+        );
+        let away = |x: u32, y: u32| {
+            let m = 6;
+            x + m < pip.x || x > pip.x + pip.w + m || y + m < pip.y || y > pip.y + pip.h + m
+        };
+        let seconds = report["audio_seconds"].as_f64().unwrap();
+        for (at, shown, other) in [(0.4, 0, 1), (seconds - 0.3, 1, 0)] {
+            let frame = frame_at(&out, at, (w, h));
+            let what = format!("{w}x{h} at {at:.1} s");
+            let slide = |i: usize| letterbox(&image::open(&slides[i]).unwrap().to_rgb8(), &bars);
+            let near = mean_diff(&frame, &slide(shown), away);
+            let far = mean_diff(&frame, &slide(other), away);
+            assert!(
+                near < 3.0 && far > 8.0,
+                "{what}: off the slide by {near:.2}, the other by {far:.2}"
+            );
+            // The detector wants a face that is not tiny in its picture: it looks at the box
+            // and a quarter of its size around it.
+            let m = pip.h / 4;
+            let (x0, y0) = (pip.x.saturating_sub(m), pip.y.saturating_sub(m));
+            let (x1, y1) = ((pip.x + pip.w + m).min(w), (pip.y + pip.h + m).min(h));
+            let around = image::imageops::crop_imm(&frame, x0, y0, x1 - x0, y1 - y0).to_image();
+            let [fx, fy, fw, fh] = face_box(&models, &around);
+            let got = [x0 as f32 + fx + fw / 2.0, y0 as f32 + fy + fh / 2.0];
+            let [sx, sy, sw, sh] = face_box(&models, &in_box);
+            let want = [pip.x as f32 + sx + sw / 2.0, pip.y as f32 + sy + sh / 2.0];
+            let off = ((got[0] - want[0]).powi(2) + (got[1] - want[1]).powi(2)).sqrt();
+            assert!(
+                off < 0.08 * pip.h as f32 && (0.8..1.25).contains(&(fh / sh)),
+                "{what}: face centre {got:?} height {fh}, want {want:?} height {sh} ({pip:?})"
+            );
+        }
+        // Chapters and subtitles stay as the script has them.
+        let srt = std::fs::read_to_string(out.with_extension("srt")).unwrap();
+        assert!(
+            srt.contains("Half of the Moon") || srt.contains("second slide"),
+            "{srt}"
+        );
+        let chapters = crate::util::probe(&out)["chapters"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(chapters, if script == json.as_path() { 2 } else { 1 });
+    }
+}
+
+/// Editing a slide renders again only the chunks that show it: the render report counts the
+/// chunks taken from the cache.
+#[test]
+fn a_slide_edit_renders_only_the_chunks_that_show_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    draw_slide(&d.join("a.png"), (640, 360), 10);
+    draw_slide(&d.join("b.png"), (640, 360), 120);
+    let script = write_script(
+        d,
+        "talk.json",
+        r#"{"size": [640, 360], "segments": [
+            {"text": "First.", "slide": "a.png"},
+            {"text": "Second.", "slide": "b.png"},
+            {"text": "Still the second slide."}]}"#,
+    );
+    let render = || {
+        let out = d.join("o.mp4");
+        let _ = std::fs::remove_file(&out);
+        crate::util::render_json(d, &script, &out, &["--deterministic", "--pip-size", "0.5"])
+    };
+    let first = render();
+    assert_eq!(first["chunks"], 3, "{first}");
+    assert_eq!(first["chunks_reused"], 0, "{first}");
+    assert_eq!(render()["chunks_reused"], 3);
+    draw_slide(&d.join("a.png"), (640, 360), 11);
+    assert_eq!(
+        render()["chunks_reused"],
+        2,
+        "only the first segment shows a.png"
+    );
+    draw_slide(&d.join("b.png"), (640, 360), 121);
+    assert_eq!(render()["chunks_reused"], 1, "b.png shows in two segments");
+}
+
+/// A slide that is missing, no picture or broken is exit 2 naming the segment (or the Markdown
+/// line) before any work: before the voice is even looked for.
+#[test]
+fn a_bad_slide_is_refused_naming_the_segment_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    draw_slide(&d.join("good.png"), (64, 48), 0);
+    let png = std::fs::read(d.join("good.png")).unwrap();
+    std::fs::write(d.join("cut.png"), &png[..png.len() / 2]).unwrap();
+    std::fs::write(d.join("notes.txt"), "not a picture").unwrap();
+    std::fs::create_dir(d.join("folder")).unwrap();
+    let json = |slide: &str| {
+        format!(
+            r#"{{"segments": [{{"text": "One.", "slide": "good.png"}}, {{"text": "Two.", "slide": "{slide}"}}]}}"#
+        )
+    };
+    std::fs::write(d.join("talk.md"), "Hello.\n\n![](gone.png)\n\nMore.\n").unwrap();
+    let cases = [
+        (json("gone.png"), "segments[1].slide", "No such file"),
+        (json("cut.png"), "segments[1].slide", "cannot be decoded"),
+        (
+            json("notes.txt"),
+            "segments[1].slide",
+            "neither PNG nor JPEG",
+        ),
+        (json("folder"), "segments[1].slide", "is a directory"),
+        (String::new(), "line 3", "gone.png"),
+        (
+            r#"{"segments": [{"text": "No slide."}]}"#.to_owned(),
+            "names no slide",
+            "--layout fit",
+        ),
+    ];
+    for (text, at, says) in cases {
+        let script = if text.is_empty() {
+            d.join("talk.md")
+        } else {
+            write_script(d, "talk.json", &text)
+        };
+        let out = d.join("o.mp4");
+        let o = talker(d)
+            .args([
+                "render",
+                "--layout",
+                "slides",
+                "--voice",
+                "/no/such/voice.onnx",
+                "-o",
+            ])
+            .arg(&out)
+            .arg(&script)
+            .arg(repo("examples/portrait.png"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{at}: {err}");
+        assert!(err.contains(at) && err.contains(says), "{at}: {err}");
+        assert!(!err.contains("voice"), "refused before the voice: {err}");
         assert!(!out.exists());
     }
 }

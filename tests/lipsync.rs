@@ -201,6 +201,7 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
         let path = dir.path().join(format!("chunk{c}.mkv"));
         let info = animate::render_chunk(
             &p.look,
+            p.plan.chunks[c].segment,
             &audio,
             sr,
             &path,

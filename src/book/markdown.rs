@@ -6,16 +6,18 @@
 //!   spoken as a number when its siblings count with it (I, II, III).
 //! - Paragraphs and list items become segments; emphasis, strong, strikethrough, inline code and
 //!   links are read as their text.
-//! - Code blocks and HTML blocks are skipped with a warning naming the line; images (their alt
-//!   text too) and inline HTML are skipped silently, except SSML's `<break time="1.5s"/>`, which is
-//!   kept as a pause.
+//! - Code blocks and HTML blocks are skipped with a warning naming the line; inline HTML is
+//!   skipped silently, except SSML's `<break time="1.5s"/>`, which is kept as a pause.
+//! - An image of a local file (`![](slides/03.png)`, relative to the book) starts a slide, shown
+//!   from the next paragraph on (`--layout slides`); its alt text is not read. Images on the web
+//!   are skipped.
 
 use std::path::Path;
 
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 
 use super::{Book, BookOptions};
-use crate::script::{DEFAULT_PAUSE_MS, ScriptError};
+use crate::script::{DEFAULT_PAUSE_MS, ScriptError, Slide};
 
 pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<Book, ScriptError> {
     let line_starts: Vec<usize> = std::iter::once(0)
@@ -45,7 +47,16 @@ pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<B
                 ));
                 skip_depth += 1;
             }
-            Event::Start(Tag::Image { .. }) => skip_depth += 1,
+            Event::Start(Tag::Image { dest_url, .. }) => {
+                if skip_depth == 0 && is_local(&dest_url) {
+                    flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+                    book.slide = Some(Slide {
+                        path: path.parent().unwrap_or(Path::new("")).join(&*dest_url),
+                        at: format!("line {}", line_of(range.start)),
+                    });
+                }
+                skip_depth += 1;
+            }
             Event::End(TagEnd::CodeBlock | TagEnd::HtmlBlock | TagEnd::Image) => {
                 skip_depth = skip_depth.saturating_sub(1);
             }
@@ -73,6 +84,14 @@ pub fn read_markdown(path: &Path, text: &str, options: &BookOptions) -> Result<B
         }
     }
     flush(&mut book, &mut buf, DEFAULT_PAUSE_MS, &mut chapter);
+    if let Some(slide) = book.slide.take() {
+        book.notes.push(format!(
+            "{}: {}: the slide {} comes after the last paragraph, so nothing is said over it; it is not shown",
+            path.display(),
+            slide.at,
+            slide.path.display()
+        ));
+    }
     book.speak_roman_headings(false);
     Ok(book)
 }
@@ -86,6 +105,11 @@ fn heading_level(level: HeadingLevel) -> u8 {
         HeadingLevel::H5 => 5,
         HeadingLevel::H6 => 6,
     }
+}
+
+/// A file next to the book, not an address on the web.
+fn is_local(url: &str) -> bool {
+    !url.trim().is_empty() && !url.contains("://") && !url.starts_with("data:")
 }
 
 fn flush(book: &mut Book, buf: &mut String, pause_ms: u32, chapter: &mut Option<String>) {
@@ -129,6 +153,40 @@ mod tests {
         assert_eq!(b.notes.len(), 2, "{:?}", b.notes);
         assert!(b.notes[0].contains("line 13: code block"), "{:?}", b.notes);
         assert!(b.notes[1].contains("line 17: HTML block"), "{:?}", b.notes);
+    }
+
+    /// An image line starts a slide at the next paragraph; one mid-paragraph cuts it there; web
+    /// images and a slide after the last words show nothing (the last with a note).
+    #[test]
+    fn image_lines_start_slides() {
+        let md = "# Talk\n\nBefore.\n\n![](s/1.png)\n\nOne.\n\nStill one, ![x](s/2.png) two.\n\n\
+![](https://x.example/3.png)\n\nThree.\n\n![](s/4.png)\n";
+        let b = read_markdown(Path::new("talks/t.md"), md, &BookOptions::default()).unwrap();
+        let slides: Vec<(&str, Option<(String, &str)>)> = b
+            .segments
+            .iter()
+            .map(|s| {
+                let slide = s.slide.as_ref();
+                (
+                    s.text.as_str(),
+                    slide.map(|sl| (sl.path.display().to_string(), sl.at.as_str())),
+                )
+            })
+            .collect();
+        let at = |p: &str, line: &'static str| Some((p.to_owned(), line));
+        assert_eq!(
+            slides,
+            [
+                ("Talk", None),
+                ("Before.", None),
+                ("One.", at("talks/s/1.png", "line 5")),
+                ("Still one,", None),
+                ("two.", at("talks/s/2.png", "line 9")),
+                ("Three.", None),
+            ]
+        );
+        assert_eq!(b.notes.len(), 1, "{:?}", b.notes);
+        assert!(b.notes[0].contains("line 15: the slide talks/s/4.png comes after"));
     }
 
     #[test]

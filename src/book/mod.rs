@@ -43,6 +43,8 @@ pub struct Book {
     pub cover: Option<crate::cover::Cover>,
     /// (segment index, level 1–6) of every heading, for [`Book::speak_roman_headings`].
     headings: Vec<(usize, u8)>,
+    /// A slide (a Markdown image) waiting for the next segment, which shows it first.
+    pub(crate) slide: Option<crate::script::Slide>,
 }
 
 /// `--matter`: which front and back matter of a book is read.
@@ -239,6 +241,14 @@ fn select_chapters(
             ),
         ));
     }
+    // A slide persists until the next one, also into the chapters kept.
+    let mut last = None;
+    for s in &mut script.segments {
+        match &s.slide {
+            Some(slide) => last = Some(slide.clone()),
+            None => s.slide.clone_from(&last),
+        }
+    }
     let mut n = 0;
     script.segments.retain(|s| {
         n += u32::from(s.chapter.is_some());
@@ -364,6 +374,7 @@ impl Book {
                 voice: None,
                 speaker: None,
                 speed: None,
+                slide: self.slide.take(),
             });
         }
     }
@@ -538,6 +549,29 @@ fn cut(text: &str, max: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--chapters` keeps the slide a chosen chapter starts under, though it was named before.
+    #[test]
+    fn chosen_chapters_keep_the_slide_shown_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("talk.md");
+        std::fs::write(&path, "# A\n\n![](a.png)\n\nOne.\n\n# B\n\nTwo.\n").unwrap();
+        let options = BookOptions {
+            chapters: Some("2".parse().unwrap()),
+            ..BookOptions::default()
+        };
+        let (script, _) = load_script(&path, &options).unwrap();
+        let slides: Vec<(&str, Option<&Path>)> = script
+            .segments
+            .iter()
+            .map(|s| (s.text.as_str(), s.slide.as_ref().map(|s| s.path.as_path())))
+            .collect();
+        let a = dir.path().join("a.png");
+        assert_eq!(
+            slides,
+            [("B", Some(a.as_path())), ("Two.", Some(a.as_path()))]
+        );
+    }
 
     #[test]
     fn long_paragraphs_are_cut_at_sentence_ends() {

@@ -3,8 +3,8 @@
 //! Input: the spec file (format in the README, "Jobs and workers") and the output root.
 //! Output: a [`Job`] with absolute input paths, an output path relative to a canonical root, and a
 //! sha256 content hash over the job, the bytes of the script (or book), the portrait, the
-//! lexicon file the script names, the job's own lexicons, its background and cover images, and
-//! the talker version.
+//! lexicon file the script names, the job's own lexicons, its background and cover images, the
+//! slides the script names, and the talker version.
 //! Invariants: unknown fields are refused with a "did you mean" hint and every error names the
 //! file and the field; `script` and `portrait` are relative to the spec file; `output` is relative
 //! to the output root and confined to it (`..`, absolute paths and symlinks that lead outside are
@@ -337,8 +337,14 @@ impl Job {
         }
         // A book (EPUB, Markdown, text) is read as `render` reads it, detected the same way,
         // with the job's book options.
-        crate::book::load_script(&script, &settings.book)
+        let (loaded, _) = crate::book::load_script(&script, &settings.book)
             .map_err(|e| err("script", e.to_string()))?;
+        // A slide that is missing or broken is refused at enqueue, as `render` refuses it.
+        let video = settings.output_kind(&spec.output) == crate::settings::OutputKind::Mp4;
+        if video && crate::slides::shown(settings.look.layout, &loaded) {
+            crate::slides::list(&loaded, &script, true)
+                .map_err(|e| err("script", e.to_string()))?;
+        }
         let root = canonical_root(out_root)
             .map_err(|e| err("output", format!("output root {}: {e}", out_root.display())))?;
         let confined = if settings.split.is_some() {
@@ -474,6 +480,18 @@ impl Job {
         }
         if let Some(path) = self.background_image() {
             stream_file(&mut h, "background", path)?;
+        }
+        // The slides a script names (relative to it); a script without any hashes as before.
+        let kind = crate::book::InputKind::detect(&self.script);
+        if matches!(
+            kind,
+            crate::book::InputKind::Json | crate::book::InputKind::Markdown
+        ) {
+            let (script, _) = crate::book::load_script(&self.script, &self.settings.book)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            for path in crate::slides::files(&script) {
+                stream_file(&mut h, "slide", path)?;
+            }
         }
         if let Some(path) = &self.settings.cover {
             stream_file(&mut h, "cover", path)?;
@@ -681,6 +699,40 @@ mod tests {
         }
         assert!(kinds.contains(&OutputKind::Mp4), "{kinds:?}");
         assert!(kinds.iter().any(|k| *k != OutputKind::Mp4), "{kinds:?}");
+    }
+
+    /// A video job's slides are checked at submit (a missing one named by its segment) and their
+    /// bytes are in the content hash; an audio job shows none and checks none.
+    #[test]
+    fn slides_are_checked_and_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("p.png"), b"portrait bytes").unwrap();
+        std::fs::write(
+            d.join("s.json"),
+            r#"{"segments": [{"text": "Hi.", "slide": "a.png"}]}"#,
+        )
+        .unwrap();
+        let video = || {
+            let spec =
+                JobSpec::parse(r#"{"script": "s.json", "portrait": "p.png", "output": "o.mp4"}"#)
+                    .unwrap();
+            Job::resolve(&d.join("job.json"), spec, &d.join("out"))
+        };
+        let e = video().unwrap_err();
+        assert!(
+            e.at == "script" && e.message.contains("segments[0].slide"),
+            "{e}"
+        );
+        let audio = JobSpec::parse(r#"{"script": "s.json", "output": "o.m4b"}"#).unwrap();
+        assert!(Job::resolve(&d.join("job.json"), audio, &d.join("out")).is_ok());
+        image::RgbImage::new(8, 8).save(d.join("a.png")).unwrap();
+        let job = video().unwrap();
+        let first = job.content_hash().unwrap();
+        image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3]))
+            .save(d.join("a.png"))
+            .unwrap();
+        assert_ne!(job.content_hash().unwrap(), first);
     }
 
     /// Editing the book or one of the job's lexicons changes the job's content hash (so
