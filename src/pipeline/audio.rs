@@ -2,13 +2,13 @@
 //! with `--split chapters` one per chapter, no portrait.
 //!
 //! The face, frame and chunk-video stages are skipped. Two passes over the chunks in order, the
-//! speech asked for ahead up to a byte budget: the first synthesises what the phrase cache lacks and measures every chunk (the MP4
-//! muxer wants the chapters before its header) and, with `--loudness`, the whole book's loudness;
-//! the second reads the speech back from the cache through the leveller (one gain for the book,
-//! a peak limiter, ACX's room tone at the ends of each file) into the streaming writer, which
-//! moves on to the next file where the next chapter begins. Memory stays that of the budget
-//! whatever the book's length, and chapters and subtitle cues are timed on the same sample clock
-//! as the audio written.
+//! speech asked for ahead up to a byte budget and handed to a second thread: the first synthesises
+//! what the phrase cache lacks and measures every chunk (the MP4 muxer wants the chapters before
+//! its header) and, with `--loudness`, the whole book's loudness; the second reads the speech back
+//! from the cache through the leveller (one gain for the book, a peak limiter, ACX's room tone at
+//! the ends of each file) into the streaming writer, which moves on to the next file where the
+//! next chapter begins. Memory stays that of the budget whatever the book's length, and chapters
+//! and subtitle cues are timed on the same sample clock as the audio written.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -470,8 +470,9 @@ impl Speaker<'_> {
 
     /// Every chunk's audio in order to `each` on this thread, spoken or read from the phrase
     /// cache on another (which calls `advanced`): pass 1's measuring then overlaps the speech
-    /// and its caching, pass 2's levelling and encoding the cache's reading and decoding. At most [`READ_AHEAD_CHUNKS`] chunks wait between the two, besides
-    /// what [`Speaker::each_chunk`] asks for ahead.
+    /// and its caching, pass 2's levelling and encoding the cache's reading and decoding. At most
+    /// [`READ_AHEAD_CHUNKS`] chunks wait between the two, besides what [`Speaker::each_chunk`]
+    /// asks for ahead.
     fn read_ahead(
         &mut self,
         mut each: impl FnMut(usize, ChunkAudio) -> Result<()>,
@@ -488,7 +489,7 @@ impl Speaker<'_> {
                         advanced,
                     )
                 })
-                .map_err(|e| Error::ThreadLost(format!("cannot start pass 2's reader: {e}")))?;
+                .map_err(|e| Error::ThreadLost(format!("cannot start the speech reader: {e}")))?;
             let mut consumed = Ok(());
             for (c, audio) in &rx {
                 consumed = each(c, audio);
@@ -499,7 +500,7 @@ impl Speaker<'_> {
             drop(rx);
             let read = reader
                 .join()
-                .unwrap_or_else(|_| Err(Error::ThreadLost("pass 2's reader panicked".into())));
+                .unwrap_or_else(|_| Err(Error::ThreadLost("the speech reader panicked".into())));
             consumed.and(read)
         })
     }
@@ -553,7 +554,7 @@ impl Speaker<'_> {
     }
 }
 
-/// Chunks pass 2's reader may have handed on before the writer takes them.
+/// Chunks the speech reader may have handed on before its consumer takes them.
 const READ_AHEAD_CHUNKS: usize = 4;
 
 /// Bytes of 16-bit speech the audio-only loop may have asked for ahead of the chunk it hands
