@@ -489,6 +489,34 @@ fn signals_stop_every_phase() {
     }
 }
 
+/// An audio-only render of a long book speaks on under `prlimit --as` with its speech asked for
+/// ahead (the budget's bound itself is the unit test `speech_asked_for_ahead_stays_near_the_budget
+/// _whatever_the_length`), and SIGTERM stops both its threads (speech, measuring) with exit 130
+/// and no output.
+#[test]
+fn a_long_audiobook_speaks_within_a_memory_limit_and_stops_on_a_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let segments: Vec<Value> = (0..3_000)
+        .map(|i| json!({"text": format!("Chapter line {i} tells of the long road north, and of the rain.")}))
+        .collect();
+    let book = write_script(d, "book.json", &json!({"segments": segments}).to_string());
+    let out = d.join("book.m4b");
+    let mut c = Command::new("prlimit");
+    c.arg(MEMORY_LIMIT)
+        .arg(env!("CARGO_BIN_EXE_talker"))
+        .env("TALKER_CACHE", d.join("cache"))
+        .env_remove("RUST_LOG")
+        .args(["render", s(&book), "-o", s(&out), "--threads", "2"]);
+    let mut r = Watched::spawn(c);
+    r.wait_for("advance", "speech");
+    std::thread::sleep(Duration::from_secs(3));
+    let (code, took) = r.stop(libc::SIGTERM);
+    assert_eq!(code, Some(130), "{:?}", r.events.lock().unwrap());
+    assert!(took < Duration::from_secs(5), "took {took:?} to stop");
+    assert!(!out.exists(), "no output");
+}
+
 /// Words and numbers no voice can say in one breath are cut into pieces of at most about 7 s
 /// (the README's bound), so memory stays bounded: each runs under `prlimit --as`, where one call
 /// for the whole token would fail.

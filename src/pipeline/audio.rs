@@ -1,15 +1,16 @@
 //! Audio-only renders (`.m4b`, `.m4a`, `.mp3`, `.wav`): script → speech → one audio file, or
 //! with `--split chapters` one per chapter, no portrait.
 //!
-//! The face, frame and chunk-video stages are skipped. Two passes over the chunks, a window at a
-//! time: the first synthesises what the phrase cache lacks and measures every chunk (the MP4
-//! muxer wants the chapters before its header) and, with `--loudness`, the whole book's loudness;
-//! the second reads the speech back from the cache through the leveller (one gain for the book,
-//! a peak limiter, ACX's room tone at the ends of each file) into the streaming writer, which
-//! moves on to the next file where the next chapter begins. Memory stays that of one window
-//! whatever the book's length, and chapters and subtitle cues are timed on the same sample clock
-//! as the audio written.
+//! The face, frame and chunk-video stages are skipped. Two passes over the chunks in order, the
+//! speech asked for ahead up to a byte budget and handed to a second thread: the first synthesises
+//! what the phrase cache lacks and measures every chunk (the MP4 muxer wants the chapters before
+//! its header) and, with `--loudness`, the whole book's loudness; the second reads the speech back
+//! from the cache through the leveller (one gain for the book, a peak limiter, ACX's room tone at
+//! the ends of each file) into the streaming writer, which moves on to the next file where the
+//! next chapter begins. Memory stays that of the budget whatever the book's length, and chapters
+//! and subtitle cues are timed on the same sample clock as the audio written.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +29,8 @@ use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{PartFile, RenderReport, Written};
 use crate::script::Script;
 use crate::settings::{Loudness, OutputKind, RenderOptions};
-use crate::speech::{SpeechEngine, SpeechService, speak};
+use crate::speech::{Phrases, SpeechEngine, SpeechService, Waiter};
 use crate::split;
-
-/// Chunks (about 20–30 s of speech each) synthesised before their audio is written.
-const WINDOW_CHUNKS: usize = 8;
 
 pub(super) fn render_audio(
     opts: &RenderOptions,
@@ -311,7 +309,7 @@ fn judged(
     }
 }
 
-/// What speaking the book a window at a time needs.
+/// What speaking the book chunk by chunk needs.
 struct Speaker<'a> {
     plan: &'a Plan,
     engine: &'a mut SpeechEngine,
@@ -345,7 +343,7 @@ impl Speaker<'_> {
             })
             .collect();
         let mut file = 0;
-        self.each_chunk(
+        self.read_ahead(
             |c, audio| {
                 if let Some(m) = &mut meter {
                     m.add_i16(&audio.pcm);
@@ -414,8 +412,7 @@ impl Speaker<'_> {
         let mut sizes = Vec::with_capacity(targets.len());
         let mut sink = open(0)?;
         let mut next = 1;
-        self.each_chunk(
-            |c, audio| {
+        self.read_ahead(|c, audio| {
                 if audio.pcm.len() != measured.lengths[c] {
                     // Only when the cache failed to store a phrase (warned about): the voice's
                     // noise would make its second synthesis differ from the length measured.
@@ -471,37 +468,148 @@ impl Speaker<'_> {
         Ok((files, report))
     }
 
-    /// Every chunk's audio in order to `each`, [`WINDOW_CHUNKS`] chunks' speech at a time (from
-    /// the phrase cache, else synthesised and cached); after each window, `window_done` with the
-    /// utterances spoken so far. Returns `Cancelled` between windows once `cancel` is set.
+    /// Every chunk's audio in order to `each` on this thread, spoken or read from the phrase
+    /// cache on another (which calls `advanced`): pass 1's measuring then overlaps the speech
+    /// and its caching, pass 2's levelling and encoding the cache's reading and decoding. At most
+    /// [`READ_AHEAD_CHUNKS`] chunks wait between the two, besides what [`Speaker::each_chunk`]
+    /// asks for ahead.
+    fn read_ahead(
+        &mut self,
+        mut each: impl FnMut(usize, ChunkAudio) -> Result<()>,
+        advanced: impl FnMut(u64) + Send,
+    ) -> Result<()> {
+        let (tx, rx) = crossbeam_channel::bounded(READ_AHEAD_CHUNKS);
+        std::thread::scope(|s| {
+            let reader = std::thread::Builder::new()
+                .name("read-ahead".into())
+                .spawn_scoped(s, move || {
+                    // A send fails only once this thread's consumer has stopped with its error.
+                    self.each_chunk(
+                        |c, audio| tx.send((c, audio)).map_err(|_| Error::Cancelled),
+                        advanced,
+                    )
+                })
+                .map_err(|e| Error::ThreadLost(format!("cannot start the speech reader: {e}")))?;
+            let mut consumed = Ok(());
+            for (c, audio) in &rx {
+                consumed = each(c, audio);
+                if consumed.is_err() {
+                    break;
+                }
+            }
+            drop(rx);
+            let read = reader
+                .join()
+                .unwrap_or_else(|_| Err(Error::ThreadLost("the speech reader panicked".into())));
+            consumed.and(read)
+        })
+    }
+
+    /// Every chunk's audio in order to `each` (from the phrase cache, else synthesised and
+    /// cached), then `advanced` with the utterances spoken so far. Speech is asked for ahead of
+    /// the chunk handed on, as far as [`Ahead`] allows, so the engine's queue never runs dry
+    /// between chunks. Returns `Cancelled` soon after `cancel` is set.
     fn each_chunk(
         &mut self,
         mut each: impl FnMut(usize, ChunkAudio) -> Result<()>,
-        mut window_done: impl FnMut(u64),
+        mut advanced: impl FnMut(u64),
     ) -> Result<()> {
         let plan = self.plan;
-        let all: Vec<usize> = (0..plan.chunks.len()).collect();
+        let cancel = self.cancel;
+        let stopped = || cancel.load(Ordering::Relaxed);
+        let ids = |c: usize| -> usize {
+            plan.chunk_utterances(&plan.chunks[c])
+                .map(|u| plan.utterances[u].ids.len())
+                .sum()
+        };
+        let mut phrases = Phrases::default();
+        let mut ahead = Ahead::new(AHEAD_BYTES);
+        let mut requested = 0;
         let mut done = 0u64;
-        for window in all.chunks(WINDOW_CHUNKS) {
-            if self.cancel.load(Ordering::Relaxed) {
+        for c in 0..plan.chunks.len() {
+            if stopped() {
                 return Err(Error::Cancelled);
             }
-            let speeches = speak(
-                plan,
-                window,
-                self.engine,
-                self.cache,
-                self.progress,
-                self.clock,
-                self.cancel,
-            )?;
-            for &c in window {
-                each(c, chunk_audio(plan, c, &speeches, 1))?;
-                done += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
+            // This chunk and the next at least, then as far as the budget allows.
+            while requested < plan.chunks.len() && (requested <= c + 1 || ahead.wants_more()) {
+                phrases.request(plan, requested, self.engine, self.cache, self.progress)?;
+                ahead.requested(ids(requested));
+                requested += 1;
             }
-            window_done(done);
+            let waiter = Waiter {
+                cache: self.cache,
+                progress: self.progress,
+                clock: self.clock,
+                stopped: &stopped,
+            };
+            phrases.wait_for(plan, c, self.engine, waiter)?;
+            let audio = chunk_audio(plan, c, phrases.ready(), 1);
+            phrases.release(plan, c);
+            ahead.handed_on(ids(c), audio.pcm.len());
+            each(c, audio)?;
+            done += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
+            advanced(done);
         }
         Ok(())
+    }
+}
+
+/// Chunks the speech reader may have handed on before its consumer takes them.
+const READ_AHEAD_CHUNKS: usize = 4;
+
+/// Bytes of 16-bit speech the audio-only loop may have asked for ahead of the chunk it hands
+/// on: about 12 minutes of a 22,050 Hz voice, enough for full batches on a GPU and busy lanes on
+/// the CPU, and a bound that does not grow with the book.
+const AHEAD_BYTES: u64 = 32 << 20;
+
+/// The bound on speech asked for and not yet handed on. A chunk's bytes are known only once it is
+/// spoken, so each is estimated from its phoneme ids at the rate of the chunks handed on so far;
+/// until the first is, no more is asked for than the loop's two chunks. What is held then stays
+/// near the budget whatever the book's length or the voice's pace.
+struct Ahead {
+    limit: u64,
+    /// The estimate of each chunk asked for and not yet handed on, oldest first.
+    held: VecDeque<u64>,
+    held_bytes: u64,
+    /// Ids and bytes of the chunks handed on so far.
+    seen_ids: u64,
+    seen_bytes: u64,
+}
+
+impl Ahead {
+    fn new(limit: u64) -> Ahead {
+        Ahead {
+            limit,
+            held: VecDeque::new(),
+            held_bytes: 0,
+            seen_ids: 0,
+            seen_bytes: 0,
+        }
+    }
+
+    fn bytes_per_id(&self) -> f64 {
+        self.seen_bytes as f64 / self.seen_ids.max(1) as f64
+    }
+
+    /// Whether another chunk may be asked for.
+    fn wants_more(&self) -> bool {
+        self.seen_ids > 0 && self.held_bytes < self.limit
+    }
+
+    /// A chunk of `ids` phoneme ids was asked for.
+    fn requested(&mut self, ids: usize) {
+        let estimate = (ids as f64 * self.bytes_per_id()).ceil() as u64;
+        self.held.push_back(estimate);
+        self.held_bytes += estimate;
+    }
+
+    /// The oldest chunk asked for (`ids` phoneme ids) was handed on with `samples` samples.
+    fn handed_on(&mut self, ids: usize, samples: usize) {
+        if let Some(estimate) = self.held.pop_front() {
+            self.held_bytes -= estimate;
+        }
+        self.seen_ids += ids as u64;
+        self.seen_bytes += 2 * samples as u64;
     }
 }
 
@@ -521,6 +629,57 @@ mod tests {
                 self.0.lock().unwrap().push(message);
             }
         }
+    }
+
+    /// Drives [`Ahead`] as `each_chunk` does over `chunks` chunks of varying ids, speaking
+    /// `seconds_per_id` at 22,050 Hz; returns the most bytes ever asked for and not handed on
+    /// (the real ones, not the estimates) and the fewest chunks asked for ahead after the first.
+    fn drive(chunks: usize, seconds_per_id: f64, limit: u64) -> (u64, usize) {
+        let ids = |c: usize| 300 + (c * 7919) % 400;
+        let bytes = |c: usize| (ids(c) as f64 * seconds_per_id * 22050.0) as u64 * 2;
+        let mut ahead = Ahead::new(limit);
+        let (mut requested, mut held, mut most, mut fewest) = (0, 0u64, 0u64, usize::MAX);
+        for c in 0..chunks {
+            while requested < chunks && (requested <= c + 1 || ahead.wants_more()) {
+                ahead.requested(ids(requested));
+                held += bytes(requested);
+                requested += 1;
+            }
+            most = most.max(held);
+            if c > 0 && requested < chunks {
+                fewest = fewest.min(requested - c);
+            }
+            held -= bytes(c);
+            ahead.handed_on(ids(c), (bytes(c) / 2) as usize);
+        }
+        (most, fewest)
+    }
+
+    #[test]
+    fn speech_asked_for_ahead_stays_near_the_budget_whatever_the_length() {
+        let limit = 8 << 20;
+        // Chunk sizes up to 700 ids at 0.03 s per id: about 0.9 MB each.
+        let chunk = (700.0 * 0.03 * 22050.0 * 2.0) as u64;
+        let (short, _) = drive(1_000, 0.03, limit);
+        let (long, fewest) = drive(50_000, 0.03, limit);
+        assert!(short <= limit + 2 * chunk, "{short}");
+        assert!(
+            long <= limit + 2 * chunk,
+            "the held bytes grew with the book: {long}"
+        );
+        assert!(
+            fewest > 4,
+            "only {fewest} chunks ahead under a {limit}-byte budget"
+        );
+        // A voice four times as slow: fewer chunks ahead, as many bytes.
+        let (slow, _) = drive(2_000, 0.12, limit);
+        assert!(slow <= limit + 2 * 4 * chunk, "{slow}");
+    }
+
+    #[test]
+    fn the_next_chunk_is_asked_for_even_over_the_budget() {
+        let (_, fewest) = drive(100, 0.03, 1);
+        assert_eq!(fewest, 2);
     }
 
     #[test]
