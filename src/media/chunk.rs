@@ -1,6 +1,8 @@
 //! `ChunkWriter`: one script segment → one Matroska chunk (H.264 + PCM).
 //!
-//! Input: RGB24 frames (width*height*3 bytes each) and mono f32 PCM in [-1, 1].
+//! Input: RGB24 frames (width*height*3 bytes each) and mono f32 PCM in [-1, 1]; optionally a
+//! base picture the frames differ from only inside a given rectangle each (the face), so only
+//! that rectangle is converted to YUV per frame (see `yuv`).
 //! Output: a Matroska file with an H.264 yuv420p stream (frame i has pts i, time base
 //! 1/fps) and a pcm_s16le mono stream at the voice's sample rate, plus tags that record the
 //! settings so `probe_chunk` can validate a chunk found on resume.
@@ -13,11 +15,12 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next::{
     ChannelLayout, Dictionary, Packet, Rational, codec, color, encoder, format, frame,
-    software::scaling, util::error::EAGAIN,
+    util::error::EAGAIN,
 };
 
 use super::atomic::PartialFile;
 use super::error::{MediaError, ff};
+use super::yuv::{self, Plane, Rect, Yuv420};
 use super::{ChunkInfo, VideoSettings, init};
 
 /// Tag names in the Matroska header; `probe` reads them back.
@@ -26,8 +29,9 @@ pub(crate) const TAG_FPS: &str = "talker_fps";
 pub(crate) const TAG_SAMPLE_RATE: &str = "talker_sample_rate";
 pub(crate) const TAG_CRF: &str = "talker_crf";
 pub(crate) const TAG_PRESET: &str = "talker_preset";
-/// Bumped when the chunk layout changes, so old checkpoints are discarded, not misread.
-pub(crate) const CHUNK_VERSION: &str = "1";
+/// Bumped when the chunk layout or its pixels change, so old checkpoints are discarded, not
+/// misread; chunk keys carry it too. 2: talker's own RGB→YUV conversion (was swscale's).
+pub const CHUNK_VERSION: &str = "2";
 
 /// PCM frames handed to the encoder hold at most this many samples (bounded packets).
 const PCM_BLOCK: usize = 4096;
@@ -44,9 +48,14 @@ pub struct ChunkWriter {
     out: format::context::Output,
     video: encoder::Video,
     audio: encoder::Audio,
-    scaler: scaling::Context,
-    rgb: frame::Video,
+    /// The picture sent to x264; between frames it holds `base` except inside `dirty`.
     yuv: frame::Video,
+    /// Set by `set_base`: the chunk's still picture, converted once.
+    base: Option<Yuv420>,
+    /// Conversion scratch, the frame's size; valid only inside the rectangle just converted.
+    work: Yuv420,
+    /// Where `yuv` may differ from `base` (everywhere when there is no base).
+    dirty: Option<Rect>,
     video_tb: Rational,
     video_stream_tb: Rational,
     audio_tb: Rational,
@@ -57,11 +66,6 @@ pub struct ChunkWriter {
     target: PathBuf,
     partial: PartialFile,
 }
-
-// SAFETY: the only member that is not `Send` is the swscale context (ffmpeg-next does not
-// mark it). An SwsContext has no thread affinity; it must just not be used from two threads
-// at once, and the writer owns it exclusively behind `&mut self`.
-unsafe impl Send for ChunkWriter {}
 
 impl ChunkWriter {
     /// Opens the encoders and writes the Matroska header to a temp file beside `path`.
@@ -111,27 +115,14 @@ impl ChunkWriter {
         let audio_stream_tb = out.stream(1).map_or(audio_tb, |s| s.time_base());
 
         let (w, h) = (video.width, video.height);
-        // swscale's default matrix for RGB→YUV is BT.601 limited range; open_x264 tags it so.
-        let scaler = ff(
-            path,
-            "create RGB→YUV scaler",
-            scaling::Context::get(
-                format::Pixel::RGB24,
-                w,
-                h,
-                format::Pixel::YUV420P,
-                w,
-                h,
-                scaling::Flags::BILINEAR,
-            ),
-        )?;
         Ok(ChunkWriter {
             out,
             video: video_enc,
             audio: audio_enc,
-            scaler,
-            rgb: frame::Video::new(format::Pixel::RGB24, w, h),
             yuv: frame::Video::new(format::Pixel::YUV420P, w, h),
+            base: None,
+            work: Yuv420::new(w as usize, h as usize),
+            dirty: Some(Rect::full(w as usize, h as usize)),
             video_tb,
             video_stream_tb,
             audio_tb,
@@ -155,23 +146,75 @@ impl ChunkWriter {
     /// Encodes one RGB24 frame (rows top to bottom, no padding); its pts is the frame count.
     pub fn write_frame(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
         self.check_usable()?;
-        let (w, h) = (self.info.width as usize, self.info.height as usize);
-        let row = w * 3;
-        if rgb24.len() != row * h {
-            return Err(MediaError::FrameSize {
-                path: self.target.clone(),
-                got: rgb24.len(),
-                expected: row * h,
-            });
-        }
-        let stride = self.rgb.stride(0);
-        let dst = self.rgb.data_mut(0);
-        for (y, src) in rgb24.chunks_exact(row).enumerate() {
-            dst[y * stride..y * stride + row].copy_from_slice(src);
-        }
+        self.check_size(rgb24)?;
+        let full = Rect::full(self.info.width as usize, self.info.height as usize);
+        self.convert(rgb24, full);
         let result = self.encode_frame();
         self.failed |= result.is_err();
         result
+    }
+
+    /// Sets the still picture (RGB24, the frame's size) that the frames given to
+    /// [`write_changed`](Self::write_changed) differ from; converted here, once.
+    pub fn set_base(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
+        self.check_usable()?;
+        self.check_size(rgb24)?;
+        let (w, h) = (self.info.width as usize, self.info.height as usize);
+        let mut base = Yuv420::new(w, h);
+        base.convert(rgb24, Rect::full(w, h));
+        self.base = Some(base);
+        self.dirty = Some(Rect::full(w, h));
+        Ok(())
+    }
+
+    /// Encodes one RGB24 frame whose pixels outside `changed` are the base's (see
+    /// [`set_base`](Self::set_base)): only `changed` and a rim for the chroma filter are
+    /// converted; the picture is the one [`write_frame`](Self::write_frame) makes of the same
+    /// bytes. Without a base it is `write_frame`.
+    pub fn write_changed(&mut self, rgb24: &[u8], changed: Rect) -> Result<(), MediaError> {
+        self.check_usable()?;
+        self.check_size(rgb24)?;
+        let (w, h) = (self.info.width as usize, self.info.height as usize);
+        let rect = if self.base.is_some() {
+            yuv::expand(changed, w, h)
+        } else {
+            Rect::full(w, h)
+        };
+        self.convert(rgb24, rect);
+        let result = self.encode_frame();
+        self.failed |= result.is_err();
+        result
+    }
+
+    fn check_size(&self, rgb24: &[u8]) -> Result<(), MediaError> {
+        let expected = self.info.width as usize * self.info.height as usize * 3;
+        if rgb24.len() != expected {
+            return Err(MediaError::FrameSize {
+                path: self.target.clone(),
+                got: rgb24.len(),
+                expected,
+            });
+        }
+        Ok(())
+    }
+
+    /// Brings `yuv` to the frame `rgb24`: the base back over the last frame's rectangle, then
+    /// `rect` converted (`rect` must hold every pixel that differs from the base).
+    fn convert(&mut self, rgb24: &[u8], rect: Rect) {
+        if let (Some(base), Some(dirty)) = (&self.base, self.dirty) {
+            for (i, plane) in base.planes().into_iter().enumerate() {
+                let stride = self.yuv.stride(i);
+                let data = self.yuv.data_mut(i);
+                yuv::copy_rect(plane, Plane { data, stride }, i, dirty);
+            }
+        }
+        self.work.convert(rgb24, rect);
+        for (i, plane) in self.work.planes().into_iter().enumerate() {
+            let stride = self.yuv.stride(i);
+            let data = self.yuv.data_mut(i);
+            yuv::copy_rect(plane, Plane { data, stride }, i, rect);
+        }
+        self.dirty = Some(rect);
     }
 
     /// Appends mono samples; values outside [-1, 1] are clipped.
@@ -215,11 +258,6 @@ impl ChunkWriter {
         let path = &self.target;
         // Reusing `yuv` is safe: drain_video ran until EAGAIN after the previous send, so
         // libx264 has already copied that picture into its own buffers.
-        ff(
-            path,
-            "convert RGB to YUV",
-            self.scaler.run(&self.rgb, &mut self.yuv),
-        )?;
         self.yuv.set_pts(Some(self.info.frames as i64));
         ff(path, "send frame to x264", self.video.send_frame(&self.yuv))?;
         self.info.frames += 1;
@@ -317,7 +355,7 @@ fn open_x264(
     enc.set_format(format::Pixel::YUV420P);
     enc.set_time_base(Rational::new(1, video.fps as i32));
     enc.set_frame_rate(Some(Rational::new(video.fps as i32, 1)));
-    // Matches swscale's RGB→YUV conversion (BT.601 matrix, limited range) so players do not
+    // Matches the RGB→YUV conversion in `yuv` (BT.601 matrix, limited range) so players do not
     // guess BT.709 for HD sizes; primaries/transfer are sRGB's (BT.709) because the input is
     // an ordinary photo.
     enc.set_colorspace(color::Space::SMPTE170M);
