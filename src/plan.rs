@@ -378,7 +378,6 @@ impl Plan {
         for i in 0..self.chunks.len() {
             let c = &self.chunks[i];
             let mut b = KeyBuilder::new("chunk")
-                .str("chunk_version", crate::media::CHUNK_VERSION)
                 .bytes("look", &look.0)
                 .u64("sample_rate", u64::from(self.sample_rate))
                 .u64("lead_in", c.lead_in_samples)

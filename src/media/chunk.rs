@@ -2,7 +2,7 @@
 //!
 //! Input: RGB24 frames (width*height*3 bytes each) and mono f32 PCM in [-1, 1]; optionally a
 //! base picture the frames differ from only inside a given rectangle each (the face), so only
-//! that rectangle is converted to YUV per frame (see `yuv`).
+//! that rectangle goes through swscale per frame (see `region`), with the same result.
 //! Output: a Matroska file with an H.264 yuv420p stream (frame i has pts i, time base
 //! 1/fps) and a pcm_s16le mono stream at the voice's sample rate, plus tags that record the
 //! settings so `probe_chunk` can validate a chunk found on resume.
@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next::{
     ChannelLayout, Dictionary, Packet, Rational, codec, color, encoder, format, frame,
-    util::error::EAGAIN,
+    software::scaling, util::error::EAGAIN,
 };
 
 use super::atomic::PartialFile;
 use super::error::{MediaError, ff};
-use super::yuv::{self, Plane, Rect, Yuv420};
+use super::region::{CONTEXT_ROWS, Rect, expand};
 use super::{ChunkInfo, VideoSettings, init};
 
 /// Tag names in the Matroska header; `probe` reads them back.
@@ -29,9 +29,8 @@ pub(crate) const TAG_FPS: &str = "talker_fps";
 pub(crate) const TAG_SAMPLE_RATE: &str = "talker_sample_rate";
 pub(crate) const TAG_CRF: &str = "talker_crf";
 pub(crate) const TAG_PRESET: &str = "talker_preset";
-/// Bumped when the chunk layout or its pixels change, so old checkpoints are discarded, not
-/// misread; chunk keys carry it too. 2: talker's own RGB→YUV conversion (was swscale's).
-pub const CHUNK_VERSION: &str = "2";
+/// Bumped when the chunk layout changes, so old checkpoints are discarded, not misread.
+pub(crate) const CHUNK_VERSION: &str = "1";
 
 /// PCM frames handed to the encoder hold at most this many samples (bounded packets).
 const PCM_BLOCK: usize = 4096;
@@ -48,14 +47,16 @@ pub struct ChunkWriter {
     out: format::context::Output,
     video: encoder::Video,
     audio: encoder::Audio,
+    scaler: scaling::Context,
+    rgb: frame::Video,
     /// The picture sent to x264; between frames it holds `base` except inside `dirty`.
     yuv: frame::Video,
     /// Set by `set_base`: the chunk's still picture, converted once.
-    base: Option<Yuv420>,
-    /// Conversion scratch, the frame's size; valid only inside the rectangle just converted.
-    work: Yuv420,
-    /// Where `yuv` may differ from `base` (everywhere when there is no base).
-    dirty: Option<Rect>,
+    base: Option<frame::Video>,
+    /// Where `yuv` may differ from `base`.
+    dirty: Rect,
+    /// The scaler and frames for the last rectangle's size (see `region`).
+    part: Option<Part>,
     video_tb: Rational,
     video_stream_tb: Rational,
     audio_tb: Rational,
@@ -66,6 +67,20 @@ pub struct ChunkWriter {
     target: PathBuf,
     partial: PartialFile,
 }
+
+/// swscale for one rectangle size: an RGB24 rectangle with its context rows → YUV420P.
+struct Part {
+    width: u32,
+    height: u32,
+    scaler: scaling::Context,
+    rgb: frame::Video,
+    yuv: frame::Video,
+}
+
+// SAFETY: the only members that are not `Send` are the swscale contexts (ffmpeg-next does not
+// mark them). An SwsContext has no thread affinity; it must just not be used from two threads
+// at once, and the writer owns them exclusively behind `&mut self`.
+unsafe impl Send for ChunkWriter {}
 
 impl ChunkWriter {
     /// Opens the encoders and writes the Matroska header to a temp file beside `path`.
@@ -115,14 +130,18 @@ impl ChunkWriter {
         let audio_stream_tb = out.stream(1).map_or(audio_tb, |s| s.time_base());
 
         let (w, h) = (video.width, video.height);
+        // swscale's default matrix for RGB→YUV is BT.601 limited range; open_x264 tags it so.
+        let scaler = rgb_to_yuv(path, w, h)?;
         Ok(ChunkWriter {
             out,
             video: video_enc,
             audio: audio_enc,
+            scaler,
+            rgb: frame::Video::new(format::Pixel::RGB24, w, h),
             yuv: frame::Video::new(format::Pixel::YUV420P, w, h),
             base: None,
-            work: Yuv420::new(w as usize, h as usize),
-            dirty: Some(Rect::full(w as usize, h as usize)),
+            dirty: Rect::full(w as usize, h as usize),
+            part: None,
             video_tb,
             video_stream_tb,
             audio_tb,
@@ -147,9 +166,7 @@ impl ChunkWriter {
     pub fn write_frame(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
         self.check_usable()?;
         self.check_size(rgb24)?;
-        let full = Rect::full(self.info.width as usize, self.info.height as usize);
-        self.convert(rgb24, full);
-        let result = self.encode_frame();
+        let result = self.convert_whole(rgb24).and_then(|()| self.encode_frame());
         self.failed |= result.is_err();
         result
     }
@@ -159,29 +176,31 @@ impl ChunkWriter {
     pub fn set_base(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
         self.check_usable()?;
         self.check_size(rgb24)?;
-        let (w, h) = (self.info.width as usize, self.info.height as usize);
-        let mut base = Yuv420::new(w, h);
-        base.convert(rgb24, Rect::full(w, h));
+        let (w, h) = (self.info.width, self.info.height);
+        let mut base = frame::Video::new(format::Pixel::YUV420P, w, h);
+        put_rgb(&mut self.rgb, rgb24, w as usize * 3);
+        let result = ff(
+            &self.target,
+            "convert RGB to YUV",
+            self.scaler.run(&self.rgb, &mut base),
+        );
+        self.failed |= result.is_err();
+        result?;
         self.base = Some(base);
-        self.dirty = Some(Rect::full(w, h));
+        self.dirty = Rect::full(w as usize, h as usize);
         Ok(())
     }
 
     /// Encodes one RGB24 frame whose pixels outside `changed` are the base's (see
-    /// [`set_base`](Self::set_base)): only `changed` and a rim for the chroma filter are
-    /// converted; the picture is the one [`write_frame`](Self::write_frame) makes of the same
-    /// bytes. Without a base it is `write_frame`.
+    /// [`set_base`](Self::set_base)): only `changed`, snapped to a grid and with context rows,
+    /// goes through swscale, and the picture is the one [`write_frame`](Self::write_frame)
+    /// makes of the same bytes. Without a base it is `write_frame`.
     pub fn write_changed(&mut self, rgb24: &[u8], changed: Rect) -> Result<(), MediaError> {
         self.check_usable()?;
         self.check_size(rgb24)?;
-        let (w, h) = (self.info.width as usize, self.info.height as usize);
-        let rect = if self.base.is_some() {
-            yuv::expand(changed, w, h)
-        } else {
-            Rect::full(w, h)
-        };
-        self.convert(rgb24, rect);
-        let result = self.encode_frame();
+        let result = self
+            .convert_changed(rgb24, changed)
+            .and_then(|()| self.encode_frame());
         self.failed |= result.is_err();
         result
     }
@@ -198,23 +217,71 @@ impl ChunkWriter {
         Ok(())
     }
 
+    fn convert_whole(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
+        let (w, h) = (self.info.width as usize, self.info.height as usize);
+        put_rgb(&mut self.rgb, rgb24, w * 3);
+        ff(
+            &self.target,
+            "convert RGB to YUV",
+            self.scaler.run(&self.rgb, &mut self.yuv),
+        )?;
+        self.dirty = Rect::full(w, h);
+        Ok(())
+    }
+
     /// Brings `yuv` to the frame `rgb24`: the base back over the last frame's rectangle, then
-    /// `rect` converted (`rect` must hold every pixel that differs from the base).
-    fn convert(&mut self, rgb24: &[u8], rect: Rect) {
-        if let (Some(base), Some(dirty)) = (&self.base, self.dirty) {
-            for (i, plane) in base.planes().into_iter().enumerate() {
-                let stride = self.yuv.stride(i);
-                let data = self.yuv.data_mut(i);
-                yuv::copy_rect(plane, Plane { data, stride }, i, dirty);
-            }
+    /// the rectangle around `changed` converted with its context rows and copied in.
+    fn convert_changed(&mut self, rgb24: &[u8], changed: Rect) -> Result<(), MediaError> {
+        let (w, h) = (self.info.width as usize, self.info.height as usize);
+        let Some(base) = &self.base else {
+            return self.convert_whole(rgb24);
+        };
+        copy_block(
+            base,
+            self.dirty,
+            (self.dirty.x0, self.dirty.y0),
+            &mut self.yuv,
+        );
+        let rect = expand(changed, w, h);
+        // Context rows above and below, so the rectangle's edge rows see what the whole frame's do.
+        let (top, bottom) = (
+            rect.y0.saturating_sub(CONTEXT_ROWS),
+            (rect.y1 + CONTEXT_ROWS).min(h),
+        );
+        let (pw, ph) = ((rect.x1 - rect.x0) as u32, (bottom - top) as u32);
+        let part = match self.part.take() {
+            Some(p) if (p.width, p.height) == (pw, ph) => p,
+            _ => Part {
+                width: pw,
+                height: ph,
+                scaler: rgb_to_yuv(&self.target, pw, ph)?,
+                rgb: frame::Video::new(format::Pixel::RGB24, pw, ph),
+                yuv: frame::Video::new(format::Pixel::YUV420P, pw, ph),
+            },
+        };
+        let part = self.part.insert(part);
+        let row = w * 3;
+        let cols = rect.x0 * 3..rect.x1 * 3;
+        let stride = part.rgb.stride(0);
+        let dst = part.rgb.data_mut(0);
+        for (i, y) in (top..bottom).enumerate() {
+            dst[i * stride..i * stride + cols.len()]
+                .copy_from_slice(&rgb24[y * row + cols.start..y * row + cols.end]);
         }
-        self.work.convert(rgb24, rect);
-        for (i, plane) in self.work.planes().into_iter().enumerate() {
-            let stride = self.yuv.stride(i);
-            let data = self.yuv.data_mut(i);
-            yuv::copy_rect(plane, Plane { data, stride }, i, rect);
-        }
-        self.dirty = Some(rect);
+        ff(
+            &self.target,
+            "convert RGB to YUV",
+            part.scaler.run(&part.rgb, &mut part.yuv),
+        )?;
+        let inner = Rect {
+            x0: 0,
+            y0: rect.y0 - top,
+            x1: rect.x1 - rect.x0,
+            y1: rect.y1 - top,
+        };
+        copy_block(&part.yuv, inner, (rect.x0, rect.y0), &mut self.yuv);
+        self.dirty = rect;
+        Ok(())
     }
 
     /// Appends mono samples; values outside [-1, 1] are clipped.
@@ -329,6 +396,50 @@ pub(crate) fn receive(
     }
 }
 
+/// swscale RGB24 → YUV420P at the same size; its default matrix is BT.601 limited range, which
+/// open_x264 tags.
+fn rgb_to_yuv(path: &Path, w: u32, h: u32) -> Result<scaling::Context, MediaError> {
+    ff(
+        path,
+        "create RGB→YUV scaler",
+        scaling::Context::get(
+            format::Pixel::RGB24,
+            w,
+            h,
+            format::Pixel::YUV420P,
+            w,
+            h,
+            scaling::Flags::BILINEAR,
+        ),
+    )
+}
+
+/// Copies packed RGB24 `src` (rows of `row` bytes) into `dst`.
+fn put_rgb(dst: &mut frame::Video, src: &[u8], row: usize) {
+    let stride = dst.stride(0);
+    let data = dst.data_mut(0);
+    for (i, line) in src.chunks_exact(row).enumerate() {
+        data[i * stride..i * stride + row].copy_from_slice(line);
+    }
+}
+
+/// Copies rectangle `from` (even corners) of the YUV420P frame `src` into `dst` with its top left
+/// corner at `to` (even), plane by plane.
+fn copy_block(src: &frame::Video, from: Rect, to: (usize, usize), dst: &mut frame::Video) {
+    for plane in 0..3 {
+        let k = if plane == 0 { 1 } else { 2 };
+        let (x0, x1, y0, y1) = (from.x0 / k, from.x1 / k, from.y0 / k, from.y1 / k);
+        let (tx, ty) = (to.0 / k, to.1 / k);
+        let (ss, ds) = (src.stride(plane), dst.stride(plane));
+        let s = src.data(plane);
+        let d = dst.data_mut(plane);
+        for (i, y) in (y0..y1).enumerate() {
+            d[(ty + i) * ds + tx..(ty + i) * ds + tx + (x1 - x0)]
+                .copy_from_slice(&s[y * ss + x0..y * ss + x1]);
+        }
+    }
+}
+
 /// f32 in [-1, 1] → s16 with clipping (NaN becomes silence).
 pub(crate) fn pcm_to_i16(x: f32) -> i16 {
     (x.clamp(-1.0, 1.0) * 32767.0).round() as i16
@@ -355,7 +466,7 @@ fn open_x264(
     enc.set_format(format::Pixel::YUV420P);
     enc.set_time_base(Rational::new(1, video.fps as i32));
     enc.set_frame_rate(Some(Rational::new(video.fps as i32, 1)));
-    // Matches the RGB→YUV conversion in `yuv` (BT.601 matrix, limited range) so players do not
+    // Matches swscale's RGB→YUV conversion (BT.601 matrix, limited range) so players do not
     // guess BT.709 for HD sizes; primaries/transfer are sRGB's (BT.709) because the input is
     // an ordinary photo.
     enc.set_colorspace(color::Space::SMPTE170M);

@@ -20,18 +20,19 @@ pub use atomic::remove_stale_partials;
 mod chunk;
 mod error;
 mod probe;
+mod region;
 mod subtitles;
 #[cfg(test)]
 mod tests;
 mod timeline;
-pub mod yuv;
+pub use region::Rect;
 
 use std::sync::OnceLock;
 
 pub use assemble::{ChunkRef, assemble, write_mp4};
 pub use audio::{AudioFormat, AudioMeta, AudioWriter};
 pub use check::measure_file;
-pub use chunk::{CHUNK_VERSION, ChunkWriter};
+pub use chunk::ChunkWriter;
 pub use error::MediaError;
 pub use probe::probe_chunk;
 pub use subtitles::{SubtitleFormat, srt_text, vtt_text, write_sidecar, write_srt};

@@ -8,8 +8,8 @@ mod assemble_tests;
 mod audio_piece_tests;
 mod chunk_tests;
 mod error_tests;
+mod region_tests;
 mod subtitle_tests;
-mod yuv_tests;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
