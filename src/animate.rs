@@ -19,7 +19,7 @@ use crate::cache::Key;
 use crate::error::{Error, Result};
 use crate::lipsync::{self, Phone};
 use crate::look::Look;
-use crate::media::{ChunkInfo, ChunkWriter};
+use crate::media::{ChunkInfo, ChunkWriter, Rect};
 use crate::plan::Plan;
 use crate::progress::{Clock, Stage};
 use crate::render::{FramePose, HeadPose, Idle};
@@ -150,26 +150,50 @@ pub fn render_chunk(
         }
         None => None,
     };
+    // The still picture every frame differs from only around the face: converted to YUV once,
+    // then each frame only inside the region the rig reports.
+    match &slide {
+        Some((deck, frame, base)) => {
+            let mut still = frame.clone();
+            deck.paste(look.rig.base_frame(), base, &mut still);
+            writer.set_base(&still)?;
+        }
+        None => writer.set_base(look.rig.base_frame())?,
+    }
     for k in 0..frames {
         if stop.load(Ordering::Relaxed) {
             return Err(Error::Cancelled);
         }
         let t = k as f64 / f64::from(fps);
         let t0 = Instant::now();
-        look.rig.render(
+        let roi = look.rig.render(
             &frame_pose(&track, &idle, t, duration, blink_at_end),
             &mut buf,
         );
+        let mut changed = Rect {
+            x0: roi.x0,
+            y0: roi.y0,
+            x1: roi.x1,
+            y1: roi.y1,
+        };
         let frame = match &mut slide {
             Some((deck, frame, base)) => {
                 deck.paste(&buf, base, frame);
+                let pip = deck.pip();
+                let (dx, dy) = (pip.x as usize, pip.y as usize);
+                changed = Rect {
+                    x0: changed.x0 + dx,
+                    y0: changed.y0 + dy,
+                    x1: changed.x1 + dx,
+                    y1: changed.y1 + dy,
+                };
                 &frame[..]
             }
             None => &buf[..],
         };
         let t1 = Instant::now();
         writer.write_audio(&pcm[sample_at(k)..sample_at(k + 1)])?;
-        writer.write_frame(frame)?;
+        writer.write_changed(frame, changed)?;
         clock.add(Stage::Frames, t1 - t0);
         clock.add(Stage::Encode, t1.elapsed());
         on_frame();

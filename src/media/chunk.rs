@@ -1,6 +1,8 @@
 //! `ChunkWriter`: one script segment → one Matroska chunk (H.264 + PCM).
 //!
-//! Input: RGB24 frames (width*height*3 bytes each) and mono f32 PCM in [-1, 1].
+//! Input: RGB24 frames (width*height*3 bytes each) and mono f32 PCM in [-1, 1]; optionally a
+//! base picture the frames differ from only inside a given rectangle each (the face), so only
+//! that rectangle goes through swscale per frame (see `region`), with the same result.
 //! Output: a Matroska file with an H.264 yuv420p stream (frame i has pts i, time base
 //! 1/fps) and a pcm_s16le mono stream at the voice's sample rate, plus tags that record the
 //! settings so `probe_chunk` can validate a chunk found on resume.
@@ -18,6 +20,7 @@ use ffmpeg_next::{
 
 use super::atomic::PartialFile;
 use super::error::{MediaError, ff};
+use super::region::{CONTEXT_ROWS, Rect, expand};
 use super::{ChunkInfo, VideoSettings, init};
 
 /// Tag names in the Matroska header; `probe` reads them back.
@@ -46,7 +49,14 @@ pub struct ChunkWriter {
     audio: encoder::Audio,
     scaler: scaling::Context,
     rgb: frame::Video,
+    /// The picture sent to x264; between frames it holds `base` except inside `dirty`.
     yuv: frame::Video,
+    /// Set by `set_base`: the chunk's still picture, converted once.
+    base: Option<frame::Video>,
+    /// Where `yuv` may differ from `base`.
+    dirty: Rect,
+    /// The scaler and frames for the last rectangle's size (see `region`).
+    part: Option<Part>,
     video_tb: Rational,
     video_stream_tb: Rational,
     audio_tb: Rational,
@@ -58,9 +68,18 @@ pub struct ChunkWriter {
     partial: PartialFile,
 }
 
-// SAFETY: the only member that is not `Send` is the swscale context (ffmpeg-next does not
-// mark it). An SwsContext has no thread affinity; it must just not be used from two threads
-// at once, and the writer owns it exclusively behind `&mut self`.
+/// swscale for one rectangle size: an RGB24 rectangle with its context rows → YUV420P.
+struct Part {
+    width: u32,
+    height: u32,
+    scaler: scaling::Context,
+    rgb: frame::Video,
+    yuv: frame::Video,
+}
+
+// SAFETY: the only members that are not `Send` are the swscale contexts (ffmpeg-next does not
+// mark them). An SwsContext has no thread affinity; it must just not be used from two threads
+// at once, and the writer owns them exclusively behind `&mut self`.
 unsafe impl Send for ChunkWriter {}
 
 impl ChunkWriter {
@@ -112,19 +131,7 @@ impl ChunkWriter {
 
         let (w, h) = (video.width, video.height);
         // swscale's default matrix for RGB→YUV is BT.601 limited range; open_x264 tags it so.
-        let scaler = ff(
-            path,
-            "create RGB→YUV scaler",
-            scaling::Context::get(
-                format::Pixel::RGB24,
-                w,
-                h,
-                format::Pixel::YUV420P,
-                w,
-                h,
-                scaling::Flags::BILINEAR,
-            ),
-        )?;
+        let scaler = rgb_to_yuv(path, w, h)?;
         Ok(ChunkWriter {
             out,
             video: video_enc,
@@ -132,6 +139,9 @@ impl ChunkWriter {
             scaler,
             rgb: frame::Video::new(format::Pixel::RGB24, w, h),
             yuv: frame::Video::new(format::Pixel::YUV420P, w, h),
+            base: None,
+            dirty: Rect::full(w as usize, h as usize),
+            part: None,
             video_tb,
             video_stream_tb,
             audio_tb,
@@ -155,23 +165,123 @@ impl ChunkWriter {
     /// Encodes one RGB24 frame (rows top to bottom, no padding); its pts is the frame count.
     pub fn write_frame(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
         self.check_usable()?;
-        let (w, h) = (self.info.width as usize, self.info.height as usize);
-        let row = w * 3;
-        if rgb24.len() != row * h {
+        self.check_size(rgb24)?;
+        let result = self.convert_whole(rgb24).and_then(|()| self.encode_frame());
+        self.failed |= result.is_err();
+        result
+    }
+
+    /// Sets the still picture (RGB24, the frame's size) that the frames given to
+    /// [`write_changed`](Self::write_changed) differ from; converted here, once.
+    pub fn set_base(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
+        self.check_usable()?;
+        self.check_size(rgb24)?;
+        let (w, h) = (self.info.width, self.info.height);
+        let mut base = frame::Video::new(format::Pixel::YUV420P, w, h);
+        put_rgb(&mut self.rgb, rgb24, w as usize * 3);
+        let result = ff(
+            &self.target,
+            "convert RGB to YUV",
+            self.scaler.run(&self.rgb, &mut base),
+        );
+        self.failed |= result.is_err();
+        result?;
+        self.base = Some(base);
+        self.dirty = Rect::full(w as usize, h as usize);
+        Ok(())
+    }
+
+    /// Encodes one RGB24 frame whose pixels outside `changed` are the base's (see
+    /// [`set_base`](Self::set_base)): only `changed`, snapped to a grid and with context rows,
+    /// goes through swscale, and the picture is the one [`write_frame`](Self::write_frame)
+    /// makes of the same bytes. Without a base it is `write_frame`.
+    pub fn write_changed(&mut self, rgb24: &[u8], changed: Rect) -> Result<(), MediaError> {
+        self.check_usable()?;
+        self.check_size(rgb24)?;
+        let result = self
+            .convert_changed(rgb24, changed)
+            .and_then(|()| self.encode_frame());
+        self.failed |= result.is_err();
+        result
+    }
+
+    fn check_size(&self, rgb24: &[u8]) -> Result<(), MediaError> {
+        let expected = self.info.width as usize * self.info.height as usize * 3;
+        if rgb24.len() != expected {
             return Err(MediaError::FrameSize {
                 path: self.target.clone(),
                 got: rgb24.len(),
-                expected: row * h,
+                expected,
             });
         }
-        let stride = self.rgb.stride(0);
-        let dst = self.rgb.data_mut(0);
-        for (y, src) in rgb24.chunks_exact(row).enumerate() {
-            dst[y * stride..y * stride + row].copy_from_slice(src);
+        Ok(())
+    }
+
+    fn convert_whole(&mut self, rgb24: &[u8]) -> Result<(), MediaError> {
+        let (w, h) = (self.info.width as usize, self.info.height as usize);
+        put_rgb(&mut self.rgb, rgb24, w * 3);
+        ff(
+            &self.target,
+            "convert RGB to YUV",
+            self.scaler.run(&self.rgb, &mut self.yuv),
+        )?;
+        self.dirty = Rect::full(w, h);
+        Ok(())
+    }
+
+    /// Brings `yuv` to the frame `rgb24`: the base back over the last frame's rectangle, then
+    /// the rectangle around `changed` converted with its context rows and copied in.
+    fn convert_changed(&mut self, rgb24: &[u8], changed: Rect) -> Result<(), MediaError> {
+        let (w, h) = (self.info.width as usize, self.info.height as usize);
+        let Some(base) = &self.base else {
+            return self.convert_whole(rgb24);
+        };
+        copy_block(
+            base,
+            self.dirty,
+            (self.dirty.x0, self.dirty.y0),
+            &mut self.yuv,
+        );
+        let rect = expand(changed, w, h);
+        // Context rows above and below, so the rectangle's edge rows see what the whole frame's do.
+        let (top, bottom) = (
+            rect.y0.saturating_sub(CONTEXT_ROWS),
+            (rect.y1 + CONTEXT_ROWS).min(h),
+        );
+        let (pw, ph) = ((rect.x1 - rect.x0) as u32, (bottom - top) as u32);
+        let part = match self.part.take() {
+            Some(p) if (p.width, p.height) == (pw, ph) => p,
+            _ => Part {
+                width: pw,
+                height: ph,
+                scaler: rgb_to_yuv(&self.target, pw, ph)?,
+                rgb: frame::Video::new(format::Pixel::RGB24, pw, ph),
+                yuv: frame::Video::new(format::Pixel::YUV420P, pw, ph),
+            },
+        };
+        let part = self.part.insert(part);
+        let row = w * 3;
+        let cols = rect.x0 * 3..rect.x1 * 3;
+        let stride = part.rgb.stride(0);
+        let dst = part.rgb.data_mut(0);
+        for (i, y) in (top..bottom).enumerate() {
+            dst[i * stride..i * stride + cols.len()]
+                .copy_from_slice(&rgb24[y * row + cols.start..y * row + cols.end]);
         }
-        let result = self.encode_frame();
-        self.failed |= result.is_err();
-        result
+        ff(
+            &self.target,
+            "convert RGB to YUV",
+            part.scaler.run(&part.rgb, &mut part.yuv),
+        )?;
+        let inner = Rect {
+            x0: 0,
+            y0: rect.y0 - top,
+            x1: rect.x1 - rect.x0,
+            y1: rect.y1 - top,
+        };
+        copy_block(&part.yuv, inner, (rect.x0, rect.y0), &mut self.yuv);
+        self.dirty = rect;
+        Ok(())
     }
 
     /// Appends mono samples; values outside [-1, 1] are clipped.
@@ -215,11 +325,6 @@ impl ChunkWriter {
         let path = &self.target;
         // Reusing `yuv` is safe: drain_video ran until EAGAIN after the previous send, so
         // libx264 has already copied that picture into its own buffers.
-        ff(
-            path,
-            "convert RGB to YUV",
-            self.scaler.run(&self.rgb, &mut self.yuv),
-        )?;
         self.yuv.set_pts(Some(self.info.frames as i64));
         ff(path, "send frame to x264", self.video.send_frame(&self.yuv))?;
         self.info.frames += 1;
@@ -288,6 +393,50 @@ pub(crate) fn receive(
             Ok(false)
         }
         Err(e) => ff(path, "receive encoded packet", Err(e)),
+    }
+}
+
+/// swscale RGB24 → YUV420P at the same size; its default matrix is BT.601 limited range, which
+/// open_x264 tags.
+fn rgb_to_yuv(path: &Path, w: u32, h: u32) -> Result<scaling::Context, MediaError> {
+    ff(
+        path,
+        "create RGB→YUV scaler",
+        scaling::Context::get(
+            format::Pixel::RGB24,
+            w,
+            h,
+            format::Pixel::YUV420P,
+            w,
+            h,
+            scaling::Flags::BILINEAR,
+        ),
+    )
+}
+
+/// Copies packed RGB24 `src` (rows of `row` bytes) into `dst`.
+fn put_rgb(dst: &mut frame::Video, src: &[u8], row: usize) {
+    let stride = dst.stride(0);
+    let data = dst.data_mut(0);
+    for (i, line) in src.chunks_exact(row).enumerate() {
+        data[i * stride..i * stride + row].copy_from_slice(line);
+    }
+}
+
+/// Copies rectangle `from` (even corners) of the YUV420P frame `src` into `dst` with its top left
+/// corner at `to` (even), plane by plane.
+fn copy_block(src: &frame::Video, from: Rect, to: (usize, usize), dst: &mut frame::Video) {
+    for plane in 0..3 {
+        let k = if plane == 0 { 1 } else { 2 };
+        let (x0, x1, y0, y1) = (from.x0 / k, from.x1 / k, from.y0 / k, from.y1 / k);
+        let (tx, ty) = (to.0 / k, to.1 / k);
+        let (ss, ds) = (src.stride(plane), dst.stride(plane));
+        let s = src.data(plane);
+        let d = dst.data_mut(plane);
+        for (i, y) in (y0..y1).enumerate() {
+            d[(ty + i) * ds + tx..(ty + i) * ds + tx + (x1 - x0)]
+                .copy_from_slice(&s[y * ss + x0..y * ss + x1]);
+        }
     }
 }
 

@@ -20,10 +20,12 @@ pub use atomic::remove_stale_partials;
 mod chunk;
 mod error;
 mod probe;
+mod region;
 mod subtitles;
 #[cfg(test)]
 mod tests;
 mod timeline;
+pub use region::Rect;
 
 use std::sync::OnceLock;
 

@@ -135,13 +135,13 @@ pub struct FaceRig {
     head: head::HeadRig,
 }
 
-/// Integer pixel box, end-exclusive.
-#[derive(Debug, Clone, Copy)]
-struct Roi {
-    x0: usize,
-    y0: usize,
-    x1: usize,
-    y1: usize,
+/// Integer pixel box, end-exclusive: the region a frame's pose can change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roi {
+    pub x0: usize,
+    pub y0: usize,
+    pub x1: usize,
+    pub y1: usize,
 }
 
 impl Roi {
@@ -206,13 +206,21 @@ impl FaceRig {
         self.base.height as u32
     }
 
+    /// The portrait as the rig holds it (RGB24): every frame's pixels outside the region
+    /// [`render`](Self::render) returns.
+    pub fn base_frame(&self) -> &[u8] {
+        &self.base.data
+    }
+
     /// Width in pixels of the frame border that head motion never touches (12 % of the
     /// shorter side, at least 8 px).
     pub fn border(&self) -> u32 {
         head::border_margin(self.base.width, self.base.height) as u32
     }
 
-    /// Renders one frame into `out` (RGB24, `width × height × 3` bytes).
+    /// Renders one frame into `out` (RGB24, `width × height × 3` bytes) and returns the region
+    /// outside which it is bit-identical to [`base_frame`](Self::base_frame) (what an encoder
+    /// needs to convert again).
     ///
     /// Where the warp only moves pixels (away from the mouth opening and its lips' edges,
     /// outside a blinking eye) its source positions are computed exactly on a grid and
@@ -223,9 +231,10 @@ impl FaceRig {
     ///
     /// # Panics
     /// If `out` has the wrong length.
-    pub fn render(&self, frame: &FramePose, out: &mut [u8]) {
+    pub fn render(&self, frame: &FramePose, out: &mut [u8]) -> Roi {
         let (f, roi) = self.prepare(frame, out);
         self.render_cells(&f, roi, out);
+        roi
     }
 
     /// The same frame as [`render`](Self::render) with every pixel of the changing region shaded

@@ -873,3 +873,36 @@ fn lip_corners_and_lips_match_the_exact_renderer_for_spread_and_rounded_mouths()
         }
     }
 }
+
+/// The region `render` returns is what an encoder converts again: every pixel outside it is the
+/// base frame's, for every pose, on the portrait and on close-ups; on the example portrait, with
+/// the head still, it is the face's parts, not the frame (on a close-up the face is the frame).
+#[test]
+fn pixels_outside_the_returned_region_are_the_base_frames() {
+    for (case, (img, lm)) in fast_cases().into_iter().enumerate() {
+        let rig = FaceRig::new(&img, &lm).expect("rig");
+        let (w, h) = (rig.width() as usize, rig.height() as usize);
+        let mut out = vec![0u8; w * h * 3];
+        for pose in poses() {
+            let roi = rig.render(&pose, &mut out);
+            assert!(roi.x1 <= w && roi.y1 <= h && roi.x0 < roi.x1 && roi.y0 < roi.y1);
+            if case == 0 && pose.head == HeadPose::default() {
+                let area = (roi.x1 - roi.x0) * (roi.y1 - roi.y0);
+                assert!(
+                    area < w * h / 2,
+                    "{roi:?}: a still head changes half the frame"
+                );
+            }
+            for y in 0..h {
+                for x in (0..w).filter(|&x| !roi.contains(x, y)) {
+                    let i = (y * w + x) * 3;
+                    assert_eq!(
+                        out[i..i + 3],
+                        rig.base_frame()[i..i + 3],
+                        "({x}, {y}) {roi:?}"
+                    );
+                }
+            }
+        }
+    }
+}
