@@ -514,27 +514,9 @@ fn backdrop(background: &Background) -> Result<Backdrop> {
                     Ok(_) => "is not a regular file".to_owned(),
                 }));
             }
-            let mut reader = image::ImageReader::open(path)
-                .map_err(|e| bad(format!("cannot be read ({e})")))?
-                .with_guessed_format()
-                .map_err(|e| bad(format!("cannot be read ({e})")))?;
-            if !matches!(
-                reader.format(),
-                Some(image::ImageFormat::Png | image::ImageFormat::Jpeg)
-            ) {
-                return Err(bad("is neither PNG nor JPEG".to_owned()));
-            }
-            let side = crate::face::MAX_SIDE;
-            let mut limits = image::Limits::default();
-            limits.max_image_width = Some(side);
-            limits.max_image_height = Some(side);
-            reader.limits(limits);
-            let img = reader.decode().map_err(|e| {
-                bad(format!(
-                    "cannot be decoded ({e}; at most {side} pixels a side)"
-                ))
-            })?;
-            Backdrop::Image(img.to_rgb8())
+            let reader =
+                image::ImageReader::open(path).map_err(|e| bad(format!("cannot be read ({e})")))?;
+            Backdrop::Image(crate::face::decode_picture(reader, bad)?)
         }
     })
 }

@@ -14,8 +14,8 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use image::RgbImage;
 use image::imageops::{FilterType, replace, resize};
-use image::{ImageFormat, RgbImage};
 use sha2::{Digest, Sha256};
 
 use crate::cache::{Key, KeyBuilder};
@@ -268,25 +268,8 @@ fn read(slide: &Slide, script_path: &Path) -> Result<Vec<u8>> {
 
 /// A PNG or JPEG of at most the portrait's largest side, decoded.
 fn decode_slide(bytes: &[u8], slide: &Slide, script_path: &Path) -> Result<RgbImage> {
-    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
-        .with_guessed_format()
-        .map_err(|e| refuse(slide, script_path, format!("cannot be read ({e})")))?;
-    if !matches!(reader.format(), Some(ImageFormat::Png | ImageFormat::Jpeg)) {
-        return Err(refuse(slide, script_path, "is neither PNG nor JPEG"));
-    }
-    let side = crate::face::MAX_SIDE;
-    let mut limits = image::Limits::default();
-    limits.max_image_width = Some(side);
-    limits.max_image_height = Some(side);
-    reader.limits(limits);
-    let img = reader.decode().map_err(|e| {
-        refuse(
-            slide,
-            script_path,
-            format!("cannot be decoded ({e}; at most {side} pixels a side)"),
-        )
-    })?;
-    Ok(img.to_rgb8())
+    let reader = image::ImageReader::new(std::io::Cursor::new(bytes));
+    crate::face::decode_picture(reader, |why| refuse(slide, script_path, why))
 }
 
 /// The slides of a render laid out at its size: bars, box, mask and the frames composed so far.

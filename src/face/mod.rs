@@ -21,7 +21,7 @@ use image::RgbImage;
 
 pub use detector::{FaceBox, iou};
 pub use landmarks::{Eye, Landmarks};
-pub use portrait::{MAX_SIDE, MIN_SIDE, Portrait, to_rgb_over_white};
+pub use portrait::{MAX_SIDE, MIN_SIDE, Portrait, decode_picture, to_rgb_over_white};
 use tfjs_weights::WeightsError;
 
 /// The narrowest face (detector box width, px) that is animated; below it the mouth is only a

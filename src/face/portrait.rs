@@ -177,6 +177,33 @@ pub fn to_rgb_over_white(img: &DynamicImage) -> RgbImage {
     })
 }
 
+/// A background or slide: PNG or JPEG only, at most [`MAX_SIDE`] a side as a portrait (so a huge
+/// image cannot exhaust memory), decoded; `bad` words a refusal for where the picture came from.
+pub fn decode_picture<R: std::io::BufRead + std::io::Seek, E>(
+    reader: image::ImageReader<R>,
+    bad: impl Fn(String) -> E,
+) -> Result<image::RgbImage, E> {
+    let mut reader = reader
+        .with_guessed_format()
+        .map_err(|e| bad(format!("cannot be read ({e})")))?;
+    if !matches!(
+        reader.format(),
+        Some(image::ImageFormat::Png | image::ImageFormat::Jpeg)
+    ) {
+        return Err(bad("is neither PNG nor JPEG".to_owned()));
+    }
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    reader.limits(limits);
+    let img = reader.decode().map_err(|e| {
+        bad(format!(
+            "cannot be decoded ({e}; at most {MAX_SIDE} pixels a side)"
+        ))
+    })?;
+    Ok(img.to_rgb8())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
