@@ -982,6 +982,10 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_secs(30));
+    // First opens race: one connection's `VACUUM` or WAL switch on the new file can answer
+    // another's `journal_mode` pragma with SQLITE_BUSY at once, past the busy timeout. Connect
+    // and check under the first-use lock, so only one open at a time touches a new file.
+    let held = lock_file(&path.with_file_name(".init.lock"))?;
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .connect_with(opts)
@@ -1007,7 +1011,6 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
         when_new: &["PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"],
         migrator: &MIGRATOR,
     };
-    let held = lock_file(&path.with_file_name(".init.lock"))?;
     match sqlite_file::claim(&pool, &owner, held).await {
         Ok(()) => Ok(pool),
         Err(e) => {
