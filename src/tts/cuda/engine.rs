@@ -80,6 +80,10 @@ pub struct Header {
     /// loaded); engines from before cuDNN read as `gemm`.
     #[serde(default)]
     pub conv: ConvPath,
+    /// sha256 of the kernels' CUDA source: a talker whose kernel code differs rebuilds the engine
+    /// rather than run the old code. Engines from before the field read as empty.
+    #[serde(default)]
+    pub kernels_sha256: String,
 }
 
 /// Why an engine cannot be used here.
@@ -109,6 +113,8 @@ pub struct Expect<'a> {
     pub nvrtc: (i32, i32),
     /// cuDNN here or not: an engine built for the other path is rebuilt.
     pub conv: ConvPath,
+    /// sha256 of the kernel source this talker generates for the engine's plan.
+    pub kernels_sha256: &'a str,
 }
 
 impl Header {
@@ -153,6 +159,11 @@ impl Header {
             want.conv.name().to_owned(),
         );
         differ(
+            "kernel source",
+            short(&self.kernels_sha256),
+            short(want.kernels_sha256),
+        );
+        differ(
             "talker",
             self.talker_version.clone(),
             env!("CARGO_PKG_VERSION").to_owned(),
@@ -171,6 +182,9 @@ impl Header {
 }
 
 fn short(hex: &str) -> String {
+    if hex.is_empty() {
+        return "unrecorded".into();
+    }
     hex.chars().take(12).collect()
 }
 
@@ -479,6 +493,7 @@ mod tests {
             calibration_sentences: 0,
             kernels: 3,
             conv: ConvPath::Cudnn,
+            kernels_sha256: "cd".repeat(32),
         }
     }
 
@@ -620,6 +635,7 @@ mod tests {
             precision: Precision::F16,
             nvrtc: (13, 0),
             conv: ConvPath::Cudnn,
+            kernels_sha256: &"cd".repeat(32),
         };
         assert!(h.check(p, &want).is_ok());
         let e = h
@@ -641,6 +657,27 @@ mod tests {
         old.as_object_mut().unwrap().remove("conv");
         let old: Header = serde_json::from_value(old).unwrap();
         assert_eq!(old.conv, ConvPath::Gemm);
+        // Kernel code that changed since the build, or was never recorded, means a rebuild.
+        let newer = "ef".repeat(32);
+        let e = h
+            .check(
+                p,
+                &Expect {
+                    kernels_sha256: &newer,
+                    ..want.clone()
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("kernel source cdcdcdcdcdcd") && e.contains("kernel source efefefefefef"),
+            "{e}"
+        );
+        let mut unrecorded = serde_json::to_value(&h).unwrap();
+        unrecorded.as_object_mut().unwrap().remove("kernels_sha256");
+        let unrecorded: Header = serde_json::from_value(unrecorded).unwrap();
+        let e = unrecorded.check(p, &want).unwrap_err().to_string();
+        assert!(e.contains("kernel source unrecorded"), "{e}");
         let other = GpuIdentity {
             name: "NVIDIA A100".into(),
             capability: (8, 0),

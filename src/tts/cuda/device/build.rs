@@ -66,6 +66,12 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// sha256 of a kernel module's source, hex (what [`Header::kernels_sha256`] records).
+fn source_sha256(src: &str) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(src.as_bytes()))
+}
+
 /// sha256 of a file, hex.
 pub fn file_sha256(path: &Path) -> Result<String, GpuError> {
     use sha2::Digest;
@@ -199,6 +205,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         },
         kernels: kernels.len(),
         conv,
+        kernels_sha256: source_sha256(&src),
     };
     let file = EngineFile {
         header: header.clone(),
@@ -257,6 +264,7 @@ impl GpuVoice {
     ) -> Result<GpuVoice, GpuError> {
         let file = EngineFile::read(path)?;
         let identity = gpu.identity.clone();
+        let kernels = source_sha256(&module_source(&file.plan).0);
         file.header.check(
             path,
             &Expect {
@@ -265,6 +273,7 @@ impl GpuVoice {
                 precision,
                 nvrtc: nvrtc_version()?,
                 conv: gpu.conv_path(),
+                kernels_sha256: &kernels,
             },
         )?;
         let mut exec = DeviceExecutor::new(gpu, file.plan, file.cubin)?;

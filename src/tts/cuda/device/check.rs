@@ -440,7 +440,7 @@ fn profile_pass(
         .into_iter()
         .map(|(k, e)| {
             json!({
-                "op": k, "steps": e.steps, "seconds": e.seconds,
+                "op": k, "steps": e.steps, "seconds": e.seconds, "host_seconds": e.host_seconds,
                 "work": e.work.report(audio_s, e.seconds),
             })
         })

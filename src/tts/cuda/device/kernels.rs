@@ -26,6 +26,13 @@ typedef unsigned char u8;
 struct Dims { i64 d[MAX_RANK]; int rank; };
 struct Strides { i64 s[MAX_RANK]; };
 #define LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
+// The hot kernels index in 32 bits when every index they form fits: a 64-bit division is a long
+// software routine on the GPU, a 32-bit one a few instructions. The bound leaves room for one
+// grid-stride step (at most 2^28 threads) past the last index.
+#ifndef TALKER_NARROW_MAX
+#define TALKER_NARROW_MAX 0x6fffffffLL
+#endif
+#define LOOP_AS(I, n) for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < (n); i += (I)(gridDim.x * blockDim.x))
 #ifdef __CUDACC__
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -35,21 +42,36 @@ inline unsigned short f2h(float f) { _Float16 h = (_Float16)f; unsigned short u;
 inline float h2f(unsigned short u) { _Float16 h; __builtin_memcpy(&h, &u, 2); return (float)h; }
 #endif
 __device__ __forceinline__ signed char f2q(float v, float inv) { int q = __float2int_rn(v * inv); q = q > 127 ? 127 : (q < -127 ? -127 : q); return (signed char)q; }
-__device__ __forceinline__ i64 offset_of(i64 i, const Dims& d, const Strides& s) {
-  i64 off = 0;
-  for (int k = d.rank - 1; k >= 0; --k) { i64 c = i % d.d[k]; i /= d.d[k]; off += c * s.s[k]; }
-  return off;
+// Offset of element i (< the element count of d) through strides s: the outermost coordinate
+// is what is left of i, so it needs no division.
+template <typename I> __device__ __forceinline__ I offset_of(I i, const Dims& d, const Strides& s) {
+  if (d.rank == 0) return 0;
+  I off = 0;
+  for (int k = d.rank - 1; k > 0; --k) { I dk = (I)d.d[k]; I q = i / dk; off += (i - q * dk) * (I)s.s[k]; i = q; }
+  return off + i * (I)s.s[0];
+}
+// Whether every offset through s of the elements of d fits the 32-bit kernels.
+__device__ __forceinline__ bool narrow_view(i64 n, const Dims& d, const Strides& s) {
+  i64 span = 0;
+  for (int k = 0; k < d.rank; ++k) span += (d.d[k] - 1) * (s.s[k] < 0 ? -s.s[k] : s.s[k]);
+  return n <= TALKER_NARROW_MAX && span <= TALKER_NARROW_MAX;
 }
 __device__ __forceinline__ i64 wrap(i64 v, i64 dim) { return v < 0 ? v + dim : v; }
 "#;
 
 /// Kernels instantiated for each storage type (f32, i64, u8 for bools).
 const TYPED: &str = r#"
+template <typename I> __device__ __forceinline__ void view_at_T(I n, const Dims& d, T* out, const T* in, const Strides& s) {
+  LOOP_AS(I, n) { out[i] = in[offset_of(i, d, s)]; }
+}
 extern "C" __global__ void view_T(i64 n, Dims d, T* out, const T* in, i64 off, Strides s) {
-  LOOP(n) { out[i] = in[off + offset_of(i, d, s)]; }
+  if (narrow_view(n, d, s)) view_at_T<int>((int)n, d, out, in + off, s); else view_at_T<i64>(n, d, out, in + off, s);
+}
+template <typename I> __device__ __forceinline__ void place_at_T(I n, const Dims& d, T* out, const Strides& s, const T* in) {
+  LOOP_AS(I, n) { out[offset_of(i, d, s)] = in[i]; }
 }
 extern "C" __global__ void place_T(i64 n, Dims d, T* out, i64 off, Strides s, const T* in) {
-  LOOP(n) { out[off + offset_of(i, d, s)] = in[i]; }
+  if (narrow_view(n, d, s)) place_at_T<int>((int)n, d, out + off, s, in); else place_at_T<i64>(n, d, out + off, s, in);
 }
 extern "C" __global__ void pad_T(i64 n, Dims d, T* out, const T* in, Dims in_dims, Dims lo, T fill) {
   LOOP(n) {
@@ -142,30 +164,51 @@ extern "C" __global__ void softmax_f32(i64 n, float* out, const float* in, i64 d
 }
 // Convolution operand: rows (ci, k) by columns t ("nn", [b][ci*K+k][t]) or transposed ("tn", [b][t][ci*K+k]).
 #define IM2COL(NAME, OUT_T, CONVERT) \
-extern "C" __global__ void NAME(i64 n, OUT_T* col, const float* x, i64 cin, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad, int tn, float inv) { \
-  LOOP(n) { \
-    i64 rows = cin * k; i64 b = i / (rows * t_out); i64 rem = i % (rows * t_out); i64 row, t; \
-    if (tn) { t = rem / rows; row = rem % rows; } else { row = rem / t_out; t = rem % t_out; } \
-    i64 ci = row / k, kk = row % k; i64 p = t * stride + kk * dil - pad; \
+template <typename I> __device__ __forceinline__ void NAME##_at(I n, OUT_T* col, const float* x, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn, float inv) { \
+  I rows = cin * k; \
+  LOOP_AS(I, n) { \
+    I b, row, t; \
+    if (tn) { I q = i / rows; row = i - q * rows; b = q / t_out; t = q - b * t_out; } \
+    else { I q = i / t_out; t = i - q * t_out; b = q / rows; row = q - b * rows; } \
+    I ci = row / k, kk = row - ci * k; I p = t * stride + kk * dil - pad; \
     float v = (p >= 0 && p < t_in) ? x[(b * cin + ci) * t_in + p] : 0.f; \
     col[i] = CONVERT; \
   } \
+} \
+extern "C" __global__ void NAME(i64 n, OUT_T* col, const float* x, i64 cin, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad, int tn, float inv) { \
+  if (n <= 0) return; \
+  if (n <= TALKER_NARROW_MAX && n / (k * t_out) * t_in <= TALKER_NARROW_MAX) \
+    NAME##_at<int>((int)n, col, x, (int)cin, (int)t_in, (int)k, (int)t_out, (int)stride, (int)dil, (int)pad, tn, inv); \
+  else NAME##_at<i64>(n, col, x, cin, t_in, k, t_out, stride, dil, pad, tn, inv); \
 }
 IM2COL(im2col_f32, float, v)
 IM2COL(im2col_f16, unsigned short, f2h(v))
 IM2COL(im2col_i8, signed char, f2q(v, inv))
-// ConvTranspose: z is [b][cout*k][t_in]; out[b][co][o] sums the taps that land on o.
-extern "C" __global__ void col2im_f32(i64 n, float* out, const float* z, i64 cout, i64 k, i64 t_in, i64 t_out, i64 stride, i64 dil, i64 pad) {
-  LOOP(n) {
-    i64 o = i % t_out, co = (i / t_out) % cout, b = i / (t_out * cout); float acc = 0.f;
-    for (i64 kk = 0; kk < k; ++kk) {
-      i64 p = o + pad - kk * dil;
-      if (p < 0 || p % stride != 0) continue;
-      i64 t = p / stride; if (t >= t_in) continue;
-      acc += z[((b * cout + co) * k + kk) * t_in + t];
+// ConvTranspose: z is [b][cout*k][t_in]; out[b][co][o] sums the taps that land on o, in the
+// order of kk. Undilated (the vocoder's upsamplers), the taps are every stride-th kk from
+// (o + pad) % stride, so one division finds them all.
+template <typename I> __device__ __forceinline__ void col2im_at(I n, float* out, const float* z, I cout, I k, I t_in, I t_out, I stride, I dil, I pad) {
+  LOOP_AS(I, n) {
+    I q = i / t_out; I o = i - q * t_out; const float* zi = z + q * k * t_in; float acc = 0.f;
+    if (dil == 1) {
+      I r = o + pad; I t = r / stride;
+      for (I kk = r - t * stride; kk < k && t >= 0; kk += stride, --t) if (t < t_in) acc += zi[kk * t_in + t];
+    } else {
+      for (I kk = 0; kk < k; ++kk) {
+        I p = o + pad - kk * dil;
+        if (p < 0 || p % stride != 0) continue;
+        I t = p / stride; if (t >= t_in) continue;
+        acc += zi[kk * t_in + t];
+      }
     }
     out[i] = acc;
   }
+}
+extern "C" __global__ void col2im_f32(i64 n, float* out, const float* z, i64 cout, i64 k, i64 t_in, i64 t_out, i64 stride, i64 dil, i64 pad) {
+  if (n <= 0) return;
+  if (n <= TALKER_NARROW_MAX && n / t_out * k * t_in <= TALKER_NARROW_MAX)
+    col2im_at<int>((int)n, out, z, (int)cout, (int)k, (int)t_in, (int)t_out, (int)stride, (int)dil, (int)pad);
+  else col2im_at<i64>(n, out, z, cout, k, t_in, t_out, stride, dil, pad);
 }
 // FP16 to FP32 (a cuDNN FP16 convolution's output, widened for the next step).
 extern "C" __global__ void half_to_f32(i64 n, float* out, const unsigned short* in) { LOOP(n) { out[i] = h2f(in[i]); } }
@@ -294,56 +337,86 @@ fn expr(op: Ew, a: &[String], types: &[DType], out: DType) -> String {
     }
 }
 
-/// CUDA source of a fused program's kernel body (everything but the name), and its input types.
+/// CUDA source of a fused program's kernel (everything but the name): a body over the index type
+/// `I`, 32-bit where the element count allows, and the `extern "C"` entry that picks it. The
+/// coordinates of a broadcast element are divided out once for all inputs.
 pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
     let out_t = f.instrs.last().map_or(DType::F32, |i| i.dtype);
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "extern \"C\" __global__ void {name}(i64 n, Dims d, {}* out",
-        mem_type(out_t)
+    let ins = 0..input_types.len();
+    let each =
+        |f: &dyn Fn(usize) -> String, sep: &str| ins.clone().map(f).collect::<Vec<_>>().join(sep);
+    let params = each(
+        &|i| format!(", const {}* in{i}, Strides s{i}", mem_type(input_types[i])),
+        "",
     );
-    for (i, t) in input_types.iter().enumerate() {
-        let _ = write!(
+    let args = each(&|i| format!(", in{i}, s{i}"), "");
+    let out = mem_type(out_t);
+    let mut s = format!(
+        "template <typename I> __device__ __forceinline__ void {name}_at(I n, Dims d, {out}* out{params}, bool dense) {{\n  LOOP_AS(I, n) {{\n"
+    );
+    if !input_types.is_empty() {
+        let _ = writeln!(
             s,
-            ", const {}* in{i}, Strides s{i}, int dense{i}",
-            mem_type(*t)
+            "    I {};\n    if (!dense && d.rank > 0) {{\n      I r = i; {}\n      for (int k = d.rank - 1; k > 0; --k) {{ I dk = (I)d.d[k]; I q = r / dk; I c = r - q * dk; {} r = q; }}\n      {}\n    }}",
+            each(&|i| format!("o{i} = i"), ", "),
+            each(&|i| format!("o{i} = 0;"), " "),
+            each(&|i| format!("o{i} += c * (I)s{i}.s[k];"), " "),
+            each(&|i| format!("o{i} += r * (I)s{i}.s[0];"), " "),
         );
     }
-    s.push_str(") {\n  LOOP(n) {\n");
+    s.push_str(&fused_body(f, input_types));
+    let entry = each(
+        &|i| {
+            format!(
+                ", const {}* in{i}, Strides s{i}, int dense{i}",
+                mem_type(input_types[i])
+            )
+        },
+        "",
+    );
+    let dense = each(&|i| format!("dense{i} && "), "");
+    let _ = writeln!(
+        s,
+        "  }}\n}}\nextern \"C\" __global__ void {name}(i64 n, Dims d, {out}* out{entry}) {{\n  bool dense = {dense}true;\n  if (n <= TALKER_NARROW_MAX) {name}_at<int>((int)n, d, out{args}, dense);\n  else {name}_at<i64>(n, d, out{args}, dense);\n}}"
+    );
+    s
+}
+
+/// The loop body of a fused kernel: load each input at its offset `o<k>`, run the program, store.
+fn fused_body(f: &Fused, input_types: &[DType]) -> String {
+    let mut s = String::new();
     for (i, t) in input_types.iter().enumerate() {
-        let load = format!("in{i}[dense{i} ? i : offset_of(i, d, s{i})]");
         let v = if *t == DType::Bool {
-            format!("({load} != 0)")
+            format!("(in{i}[o{i}] != 0)")
         } else {
-            load
+            format!("in{i}[o{i}]")
         };
         let _ = writeln!(s, "    {} a{i} = {v};", c_type(*t));
     }
     let mut temp_types: Vec<DType> = Vec::new();
     for (k, ins) in f.instrs.iter().enumerate() {
-        let mut args = Vec::new();
-        let mut types = Vec::new();
-        for a in &ins.args {
-            match *a {
-                Arg::Input(i) => {
-                    args.push(format!("a{i}"));
-                    types.push(input_types.get(i).copied().unwrap_or(DType::F32));
-                }
-                Arg::Temp(j) => {
-                    args.push(format!("t{j}"));
-                    types.push(temp_types.get(j).copied().unwrap_or(DType::F32));
-                }
-                Arg::Scalar(sc) => {
-                    args.push(literal(sc));
-                    types.push(match sc {
+        let (args, types): (Vec<String>, Vec<DType>) = ins
+            .args
+            .iter()
+            .map(|a| match *a {
+                Arg::Input(i) => (
+                    format!("a{i}"),
+                    input_types.get(i).copied().unwrap_or(DType::F32),
+                ),
+                Arg::Temp(j) => (
+                    format!("t{j}"),
+                    temp_types.get(j).copied().unwrap_or(DType::F32),
+                ),
+                Arg::Scalar(sc) => (
+                    literal(sc),
+                    match sc {
                         Scalar::F32(_) => DType::F32,
                         Scalar::I64(_) => DType::I64,
                         Scalar::Bool(_) => DType::Bool,
-                    });
-                }
-            }
-        }
+                    },
+                ),
+            })
+            .unzip();
         let _ = writeln!(
             s,
             "    {} t{k} = {};",
@@ -353,12 +426,12 @@ pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
         temp_types.push(ins.dtype);
     }
     let last = f.instrs.len().saturating_sub(1);
-    let store = if out_t == DType::Bool {
+    let store = if f.instrs.last().map(|i| i.dtype) == Some(DType::Bool) {
         format!("(u8)t{last}")
     } else {
         format!("t{last}")
     };
-    let _ = writeln!(s, "    out[i] = {store};\n  }}\n}}");
+    let _ = writeln!(s, "    out[i] = {store};");
     s
 }
 
@@ -408,6 +481,7 @@ fn fixed_source() -> String {
         src.push_str(
             &TYPED
                 .replace("_T(", &format!("_{}(", type_suffix(t)))
+                .replace("_T<", &format!("_{}<", type_suffix(t)))
                 .replace("T* ", &format!("{}* ", mem_type(t)))
                 .replace("T fill", &format!("{} fill", mem_type(t)))
                 .replace("T v)", &format!("{} v)", mem_type(t))),
@@ -462,8 +536,15 @@ mod tests {
         };
         let code = fused_kernel(&f, &[DType::F32, DType::Bool], "k");
         assert!(code.contains("void k(i64 n, Dims d, float* out, const float* in0, Strides s0, int dense0, const u8* in1"), "{code}");
+        assert!(code.contains("bool a1 = (in1[o1] != 0);"), "{code}");
         assert!(
-            code.contains("bool a1 = (in1[dense1 ? i : offset_of(i, d, s1)] != 0);"),
+            code.contains("o0 += c * (I)s0.s[k]; o1 += c * (I)s1.s[k];"),
+            "one division per axis serves every input: {code}"
+        );
+        assert!(
+            code.contains(
+                "if (n <= TALKER_NARROW_MAX) k_at<int>((int)n, d, out, in0, s0, in1, s1, dense);"
+            ),
             "{code}"
         );
         assert!(

@@ -159,6 +159,27 @@ fn open_dnn(
     Ok(Ok(dnn))
 }
 
+/// Freed buffers stay in the stream-ordered pool rather than going back to the driver at every
+/// synchronisation (the pool's default threshold is 0): each call of a batch then reuses memory
+/// already mapped instead of mapping its buffers again. The pool holds at most the engine's
+/// peak, as PyTorch's caching allocator does.
+fn keep_freed_memory(ctx: &CudaContext) -> Result<(), GpuError> {
+    use cudarc::driver::sys;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold = u64::MAX;
+    // SAFETY: the device is the context's; the attribute takes a u64 that lives across the call.
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result()?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+        .result()?;
+    }
+    Ok(())
+}
+
 /// An open GPU: context, the one stream everything runs on, and cuBLAS (and, where present,
 /// cuDNN) handles bound to it.
 pub struct Gpu {
@@ -185,6 +206,7 @@ impl Gpu {
             )));
         }
         let ctx = CudaContext::new(ordinal)?;
+        keep_freed_memory(&ctx)?;
         // A stream of our own: the legacy default stream cannot be captured into a CUDA graph.
         let stream = ctx.new_stream()?;
         let blas = cudarc::cublas::result::create_handle()?;

@@ -115,6 +115,9 @@ pub struct DeviceExecutor {
 pub struct ProfileEntry {
     pub steps: usize,
     pub seconds: f64,
+    /// The part of `seconds` the host spent queueing the steps (allocation, argument packing,
+    /// library calls) before waiting for the GPU: what a faster kernel cannot win back.
+    pub host_seconds: f64,
     pub work: Work,
 }
 
@@ -601,11 +604,13 @@ impl DeviceExecutor {
         self.work.macs += macs;
         self.work.bytes += bytes;
         if let (Some(t), Some(key)) = (started, key) {
+            let queued = t.elapsed().as_secs_f64();
             self.gpu.sync()?;
             if let Some(p) = self.profile.as_mut() {
                 let e = p.entry(key).or_default();
                 e.steps += 1;
                 e.seconds += t.elapsed().as_secs_f64();
+                e.host_seconds += queued;
                 e.work.macs += macs;
                 e.work.bytes += bytes;
             }

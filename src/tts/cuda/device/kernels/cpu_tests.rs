@@ -77,6 +77,18 @@ impl Kernels {
     }
 }
 
+/// `src` built twice: as the GPU runs it (32-bit indices where they fit, as on every test size
+/// here) and with the 32-bit bound set below any count, so the 64-bit path is checked too.
+fn both_widths(src: &str) -> [(&'static str, Kernels); 2] {
+    [
+        ("32-bit", Kernels::build(src)),
+        (
+            "64-bit",
+            Kernels::build(&format!("#define TALKER_NARROW_MAX -1LL\n{src}")),
+        ),
+    ]
+}
+
 fn spec(
     kernel: usize,
     stride: usize,
@@ -113,7 +125,12 @@ type Im2col =
 /// convolution; and the INT8 "tn" layout against the quantised "nn" operand.
 #[test]
 fn im2col_gives_the_host_convolution() {
-    let k = Kernels::build(&fixed_source());
+    for (width, k) in both_widths(&fixed_source()) {
+        im2col_case(width, &k);
+    }
+}
+
+fn im2col_case(width: &str, k: &Kernels) {
     let (b, cin, t, cout, kk) = (2usize, 3usize, 11usize, 4usize, 3usize);
     let x = values(b * cin * t, 1);
     let w = values(cout * cin * kk, 2);
@@ -175,7 +192,7 @@ fn im2col_gives_the_host_convolution() {
             close(
                 &got,
                 want.as_f32().unwrap(),
-                &format!("{p:?} s{stride} d{dil} p{pad}"),
+                &format!("{width} {p:?} s{stride} d{dil} p{pad}"),
             );
             if p == Precision::F32 {
                 let amax = 1.5;
@@ -193,7 +210,7 @@ fn im2col_gives_the_host_convolution() {
                             assert_eq!(
                                 q[(bi * t_out + to) * rows + r],
                                 quant::quantize(v, quant::scale(amax)),
-                                "INT8 operand at item {bi} row {r} column {to}"
+                                "{width} INT8 operand at item {bi} row {r} column {to}"
                             );
                         }
                     }
@@ -229,14 +246,28 @@ fn half_to_f32_widens_every_fp16_value_exactly() {
 
 #[test]
 fn col2im_gives_the_host_transposed_convolution() {
-    let k = Kernels::build(&fixed_source());
+    for (width, k) in both_widths(&fixed_source()) {
+        col2im_case(width, &k);
+    }
+}
+
+/// Undilated cases take the one-division tap walk, dilated ones the general loop.
+fn col2im_case(width: &str, k: &Kernels) {
     type Col2im =
         unsafe extern "C" fn(i64, *mut f32, *const f32, i64, i64, i64, i64, i64, i64, i64);
     let (b, cin, t, cout, kk) = (2usize, 3usize, 5usize, 2usize, 4usize);
     let x = values(b * cin * t, 3);
     let w = values(cin * cout * kk, 4);
-    for (stride, pad) in [(2, 1), (4, 0), (3, 2)] {
-        let s = spec(kk, stride, 1, pad, Precision::F32);
+    for (stride, pad, dil) in [
+        (2, 1, 1),
+        (4, 0, 1),
+        (3, 2, 1),
+        (1, 0, 1),
+        (5, 3, 1),
+        (2, 1, 2),
+        (3, 0, 3),
+    ] {
+        let s = spec(kk, stride, dil, pad, Precision::F32);
         let want = linalg::conv_transpose(
             &Tensor::f32(vec![b, cin, t], x.clone()),
             &Tensor::f32(vec![cin, cout, kk], w.clone()),
@@ -269,14 +300,14 @@ fn col2im_gives_the_host_transposed_convolution() {
                 t as i64,
                 t_out as i64,
                 stride as i64,
-                1,
+                dil as i64,
                 pad as i64,
             )
         };
         close(
             &got,
             want.as_f32().unwrap(),
-            &format!("stride {stride} pad {pad}"),
+            &format!("{width} stride {stride} pad {pad} dilation {dil}"),
         );
     }
 }
@@ -332,8 +363,9 @@ fn depthwise_convolution_matches_the_host_op() {
     close(&got, want.as_f32().unwrap(), "depthwise");
 }
 
-/// A generated fused kernel (a bias broadcast over channels, then LeakyReLU) against the host's
-/// elementwise ops, with one dense and one strided (broadcast) input.
+/// A generated fused kernel (an input broadcast over channels or over time, then LeakyReLU)
+/// against the host's elementwise ops, with one dense and one strided (broadcast) input, and
+/// with both inputs dense.
 #[test]
 fn a_fused_kernel_broadcasts_as_the_host_ops_do() {
     let fused = Fused {
@@ -347,7 +379,6 @@ fn a_fused_kernel_broadcasts_as_the_host_ops_do() {
         fixed_source(),
         fused_kernel(&fused, &[DType::F32, DType::F32], "ew_test")
     );
-    let k = Kernels::build(&src);
     type Ew2 = unsafe extern "C" fn(
         i64,
         Dims,
@@ -361,34 +392,96 @@ fn a_fused_kernel_broadcasts_as_the_host_ops_do() {
     );
     let shape = vec![2usize, 3, 4];
     let x = Tensor::f32(shape.clone(), values(24, 7));
-    let bias = Tensor::f32(vec![1, 3, 1], values(3, 8));
-    let want = elementwise::unary(
-        Unary::LeakyRelu(0.1),
-        &elementwise::binary(Binary::Add, &x, &bias).unwrap(),
-    )
-    .unwrap();
-    let st = |t: &Tensor| {
-        let s: Vec<isize> = broadcast::broadcast_strides(&t.shape, &shape)
-            .iter()
-            .map(|&v| v as isize)
-            .collect();
-        strides(&s)
-    };
-    let mut got = vec![0f32; 24];
-    let f: Ew2 = k.flat("ew_test");
-    // SAFETY: buffers sized for the shape; the signature is the generated kernel's.
-    unsafe {
-        f(
-            24,
-            dims(&shape).unwrap(),
-            got.as_mut_ptr(),
-            x.as_f32().unwrap().as_ptr(),
-            st(&x),
-            1,
-            bias.as_f32().unwrap().as_ptr(),
-            st(&bias),
-            0,
-        )
-    };
-    close(&got, want.as_f32().unwrap(), "bias + LeakyReLU");
+    for (width, k) in both_widths(&src) {
+        for (other, seed) in [(vec![1, 3, 1], 8), (vec![2, 1, 4], 9), (shape.clone(), 10)] {
+            let y = Tensor::f32(other.clone(), values(numel_of(&other), seed));
+            let want = elementwise::unary(
+                Unary::LeakyRelu(0.1),
+                &elementwise::binary(Binary::Add, &x, &y).unwrap(),
+            )
+            .unwrap();
+            let st = |t: &Tensor| {
+                let s: Vec<isize> = broadcast::broadcast_strides(&t.shape, &shape)
+                    .iter()
+                    .map(|&v| v as isize)
+                    .collect();
+                strides(&s)
+            };
+            let mut got = vec![0f32; 24];
+            let f: Ew2 = k.flat("ew_test");
+            // SAFETY: buffers sized for the shape; the signature is the generated kernel's.
+            unsafe {
+                f(
+                    24,
+                    dims(&shape).unwrap(),
+                    got.as_mut_ptr(),
+                    x.as_f32().unwrap().as_ptr(),
+                    st(&x),
+                    1,
+                    y.as_f32().unwrap().as_ptr(),
+                    st(&y),
+                    i32::from(other == shape),
+                )
+            };
+            close(
+                &got,
+                want.as_f32().unwrap(),
+                &format!("{width} bias {other:?} + LeakyReLU"),
+            );
+        }
+    }
+}
+
+fn numel_of(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// A strided view (every second column of a transposed matrix, from an offset) and its placing
+/// back, as the movement steps run them.
+#[test]
+fn views_and_places_follow_their_strides() {
+    type View = unsafe extern "C" fn(i64, Dims, *mut f32, *const f32, i64, Strides);
+    type Place = unsafe extern "C" fn(i64, Dims, *mut f32, i64, Strides, *const f32);
+    let src: Vec<f32> = (0..60).map(|v| v as f32).collect();
+    // A [3][2] view of a [5][12] buffer: rows step 1, columns step two rows (24), from 13.
+    let shape = [3usize, 2];
+    let (off, s) = (13i64, [1isize, 24]);
+    let want: Vec<f32> = (0..3)
+        .flat_map(|r| (0..2).map(move |c| (13 + r + 24 * c) as f32))
+        .collect();
+    for (width, k) in both_widths(&fixed_source()) {
+        let mut got = vec![0f32; want.len()];
+        // SAFETY: every offset the view forms lies inside `src`; `got` holds its elements.
+        unsafe {
+            k.flat::<View>("view_f32")(
+                got.len() as i64,
+                dims(&shape).unwrap(),
+                got.as_mut_ptr(),
+                src.as_ptr(),
+                off,
+                strides(&s),
+            )
+        };
+        assert_eq!(got, want, "{width} view");
+        let mut back = vec![-1f32; 60];
+        // SAFETY: as above, with the roles of the buffers swapped.
+        unsafe {
+            k.flat::<Place>("place_f32")(
+                got.len() as i64,
+                dims(&shape).unwrap(),
+                back.as_mut_ptr(),
+                off,
+                strides(&s),
+                got.as_ptr(),
+            )
+        };
+        for (i, v) in back.iter().enumerate() {
+            let placed = want.contains(&(i as f32));
+            assert_eq!(
+                *v,
+                if placed { i as f32 } else { -1.0 },
+                "{width} place at {i}"
+            );
+        }
+    }
 }

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Table of a `scripts/gpu-kernels OUT DIR NAME...` call (issue 21): throughput of each build per
+round and its ratio to the first build, the audio comparison, the profiles with the host's share,
+PyTorch eager FP16 when it ran, and the Nsight Compute sample grouped by kernel.
+
+  python3 scripts/gpu-kernels-summary.py OUT NAME...   (OUT as written there, or unpacked here)
+"""
+import collections
+import csv
+import io
+import json
+import os
+import re
+import statistics
+import sys
+import tarfile
+
+
+def texts(out):
+    docs = {}
+    archive = os.path.join(out, "raw.tar.xz")
+    if os.path.exists(archive):
+        with tarfile.open(archive) as t:
+            for m in t.getmembers():
+                if m.name.endswith(".json"):
+                    docs[os.path.basename(m.name)[:-5]] = t.extractfile(m).read().decode()
+    for f in os.listdir(out):
+        if f.endswith(".json"):
+            with open(os.path.join(out, f), encoding="utf-8") as fh:
+                docs[f[:-5]] = fh.read()
+    return docs
+
+
+def last_json(text):
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    try:
+        return json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+
+
+def rates(doc):
+    """{batch: audio-s per s} of a talker bench."""
+    got = {}
+    for res in (doc or {}).get("bench", []):
+        for row in res.get("rows", []):
+            got[row["batch"]] = row["audio_seconds_per_second"]
+    return got
+
+
+def fmt(v, spec="{:.0f}"):
+    return "-" if v is None else spec.format(v)
+
+
+def throughput(docs, names):
+    rounds = sorted({int(m.group(1)) for k in docs for m in [re.match(r"bench-.+-(\d+)$", k)] if m})
+    table = {(n, r): rates(last_json(docs.get(f"bench-{n}-{r}"))) for n in names for r in rounds}
+    batches = sorted({b for t in table.values() for b in t})
+    print("== FP16 throughput, audio-s per s (graphs off; rounds alternate the builds)")
+    print(f"{'build':<10} {'round':>5} " + " ".join(f"{'b' + str(b):>8}" for b in batches))
+    for r in rounds:
+        for n in names:
+            print(f"{n:<10} {r:>5} " + " ".join(f"{fmt(table[(n, r)].get(b)):>8}" for b in batches))
+    base = names[0]
+    print(f"== median over rounds, and ratio to {base}")
+    med = {}
+    for n in names:
+        for b in batches:
+            v = [table[(n, r)][b] for r in rounds if b in table[(n, r)]]
+            med[(n, b)] = statistics.median(v) if v else None
+    for n in names:
+        cells = []
+        for b in batches:
+            m, m0 = med[(n, b)], med[(base, b)]
+            ratio = m / m0 if m and m0 else None
+            cells.append(f"{fmt(m):>6} ({fmt(ratio, '{:.2f}x')})")
+        print(f"{n:<10} " + " ".join(cells))
+    return med, batches
+
+
+def compares(docs, names):
+    for n in names[1:]:
+        doc = last_json(docs.get(f"compare-{n}-vs-{names[0]}"))
+        print(f"== audio of {n} against {names[0]}: {json.dumps(doc)[:400] if doc else 'not run'}")
+
+
+def profiles(docs, names):
+    for n in sorted(set([names[0], names[-1]])):
+        doc = last_json(docs.get(f"profile-{n}"))
+        for res in (doc or {}).get("bench", []):
+            for row in res.get("rows", []):
+                for prof in row.get("profile", []):
+                    kinds = prof.get("kinds", [])
+                    total = sum(k["seconds"] for k in kinds) or 1.0
+                    host = sum(k.get("host_seconds", 0.0) for k in kinds)
+                    print(f"== profile of {n}, batch {row['batch']} (synced per step): {total:.3f} s, "
+                          f"host queueing {host:.3f} s")
+                    for k in kinds[:10]:
+                        wk = k["work"]
+                        hs = k.get("host_seconds")
+                        print(f"  {k['op']:<24} {k['steps']:>6} steps {k['seconds']:>7.3f} s "
+                              f"{100 * k['seconds'] / total:>5.1f}%  host {fmt(hs, '{:.3f}'):>6} s "
+                              f"{wk['achieved_tflops']:>6.2f} TFLOP/s {wk['achieved_tb_per_s']:>6.3f} TB/s")
+
+
+def torch(docs, med, names, batches):
+    doc = last_json(docs.get("torch-fp16"))
+    if not doc:
+        return
+    tr = {row["batch"]: row["audio_seconds_per_second"] for row in doc.get("rows", [])}
+    print("== PyTorch eager FP16 (Piper's SynthesizerTrn, autocast), same call")
+    for b in batches:
+        cells = " ".join(f"{n} {fmt(med[(n, b)] / tr[b] if med[(n, b)] and tr.get(b) else None, '{:.2f}x')}"
+                         for n in names)
+        print(f"  batch {b}: torch {fmt(tr.get(b))}; ratio to torch: {cells}")
+
+
+def ncu(docs):
+    text = docs.get("ncu")
+    if not text:
+        return
+    rows = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if not rows:
+        print("== ncu: no rows (see log.txt)")
+        return
+    groups = collections.defaultdict(lambda: collections.defaultdict(list))
+    units = {}
+    for r in csv.DictReader(io.StringIO("\n".join(rows))):
+        units[r.get("Metric Name", "?")] = r.get("Metric Unit", "")
+        try:
+            value = float(r["Metric Value"].replace(",", ""))
+        except (KeyError, ValueError):
+            continue
+        groups[r.get("Kernel Name", "?")][r.get("Metric Name", "?")].append(value)
+    print("== ncu sample (per kernel: launches, mean duration, DRAM and SM throughput % of peak, mean MB moved)")
+    for name, m in sorted(groups.items(), key=lambda kv: -sum(kv[1].get("gpu__time_duration.sum", [0]))):
+        d = m.get("gpu__time_duration.sum", [])
+        mb = [(a + b) / 1e6 for a, b in zip(m.get("dram__bytes_read.sum", []), m.get("dram__bytes_write.sum", []))]
+        mean = lambda v: statistics.mean(v) if v else None  # noqa: E731
+        print(f"  {name[:40]:<40} {len(d):>4} x {fmt(mean(d), '{:.1f}'):>8} {units.get('gpu__time_duration.sum', '')} "
+              f"DRAM {fmt(mean(m.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', [])), '{:.1f}'):>5}% "
+              f"SM {fmt(mean(m.get('sm__throughput.avg.pct_of_peak_sustained_elapsed', [])), '{:.1f}'):>5}% "
+              f"{fmt(mean(mb), '{:.1f}'):>7} MB")
+
+
+def main():
+    out, names = sys.argv[1], sys.argv[2:]
+    docs = texts(out)
+    compares(docs, names)
+    profiles(docs, names)
+    ncu(docs)
+    med, batches = throughput(docs, names)
+    torch(docs, med, names, batches)
+
+
+if __name__ == "__main__":
+    main()
