@@ -116,6 +116,7 @@ def torch(docs, med, names, batches):
 
 
 def ncu(docs):
+    """Every kernel of the marked pass: GPU time per kernel name against the pass's wall."""
     text = docs.get("ncu")
     if not text:
         return
@@ -123,24 +124,26 @@ def ncu(docs):
     if not rows:
         print("== ncu: no rows (see log.txt)")
         return
-    groups = collections.defaultdict(lambda: collections.defaultdict(list))
-    units = {}
+    total = collections.Counter()
+    count = collections.Counter()
+    scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
     for r in csv.DictReader(io.StringIO("\n".join(rows))):
-        units[r.get("Metric Name", "?")] = r.get("Metric Unit", "")
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
         try:
-            value = float(r["Metric Value"].replace(",", ""))
+            value = float(r["Metric Value"].replace(",", "")) * scale.get(r.get("Metric Unit", ""), 1e-9)
         except (KeyError, ValueError):
             continue
-        groups[r.get("Kernel Name", "?")][r.get("Metric Name", "?")].append(value)
-    print("== ncu sample (per kernel: launches, mean duration, DRAM and SM throughput % of peak, mean MB moved)")
-    for name, m in sorted(groups.items(), key=lambda kv: -sum(kv[1].get("gpu__time_duration.sum", [0]))):
-        d = m.get("gpu__time_duration.sum", [])
-        mb = [(a + b) / 1e6 for a, b in zip(m.get("dram__bytes_read.sum", []), m.get("dram__bytes_write.sum", []))]
-        mean = lambda v: statistics.mean(v) if v else None  # noqa: E731
-        print(f"  {name[:40]:<40} {len(d):>4} x {fmt(mean(d), '{:.1f}'):>8} {units.get('gpu__time_duration.sum', '')} "
-              f"DRAM {fmt(mean(m.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', [])), '{:.1f}'):>5}% "
-              f"SM {fmt(mean(m.get('sm__throughput.avg.pct_of_peak_sustained_elapsed', [])), '{:.1f}'):>5}% "
-              f"{fmt(mean(mb), '{:.1f}'):>7} MB")
+        name = r.get("Kernel Name", "?")
+        name = re.sub(r"\(.*", "", name)
+        total[name] += value
+        count[name] += 1
+    busy = sum(total.values())
+    print(f"== ncu, every kernel of the marked pass: {sum(count.values())} launches, "
+          f"{busy:.3f} s of GPU time")
+    for name, t in total.most_common(15):
+        print(f"  {name[:48]:<48} {count[name]:>6} x {1e6 * t / count[name]:>8.1f} us = {t:.3f} s "
+              f"({100 * t / busy:.1f}%)")
 
 
 def main():

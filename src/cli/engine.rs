@@ -147,6 +147,10 @@ pub enum EngineAction {
         /// printed [default: the engine's path: GEMM, or cuDNN with TALKER_CUDA_CONV=cudnn].
         #[arg(long, value_enum, value_name = "gemm|cudnn|both")]
         conv: Option<ConvArg>,
+        /// Bracket the last timed pass of the largest batch size with the CUDA profiler's start
+        /// and stop, so `ncu --profile-from-start off` times every kernel of that pass alone.
+        #[arg(long)]
+        mark: bool,
     },
     /// Phonemize a text file (one sentence per line) into the ids JSON the other commands read.
     #[cfg(feature = "render")]
@@ -252,10 +256,12 @@ pub fn run_engine(action: &EngineAction, global: &Global) -> Result<()> {
             profile,
             graphs,
             conv,
+            mark,
         } => {
             let opts = check::BenchOptions {
                 passes: *passes,
                 profile: *profile,
+                mark: *mark,
                 graphs: graphs_mode(*graphs)?,
                 conv: match conv {
                     None => check::ConvMode::Engine,

@@ -356,6 +356,8 @@ impl ConvMode {
 pub struct BenchOptions {
     pub passes: usize,
     pub profile: bool,
+    /// Bracket the largest batch size's last timed pass for a profiler (see `--mark`).
+    pub mark: bool,
     pub graphs: GraphsMode,
     pub conv: ConvMode,
 }
@@ -366,6 +368,28 @@ struct Timed {
     median: f64,
     samples: usize,
     work: Work,
+    /// Of the timed passes' wall, the share spent inside the executor's runs (the rest is the
+    /// host building feeds and splitting the audio).
+    run_share: f64,
+}
+
+/// Runs `f` between the CUDA profiler's start and stop when `mark` is set.
+fn marked<T>(mark: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    use cudarc::driver::sys;
+    if mark {
+        // SAFETY: no arguments; without a profiler attached the call does nothing.
+        unsafe { sys::cuProfilerStart() }
+            .result()
+            .map_err(super::GpuError::from)?;
+    }
+    let out = f();
+    if mark {
+        // SAFETY: as above.
+        unsafe { sys::cuProfilerStop() }
+            .result()
+            .map_err(super::GpuError::from)?;
+    }
+    out
 }
 
 /// `passes` timed passes over `plan`'s batches after one untimed pass that warms (and, with
@@ -375,25 +399,31 @@ fn time_passes(
     held: &[&Sentence],
     plan: &[Vec<usize>],
     scales: Scales,
-    passes: usize,
+    (passes, mark): (usize, bool),
 ) -> Result<Timed> {
     let mut times = Vec::new();
     let mut samples = 0usize;
     let mut work = Work::default();
+    let mut run_seconds = 0.0;
     for pass in 0..=passes {
         voice.exec.work = Work::default();
+        let before = voice.exec.run_seconds;
         let t = Instant::now();
-        samples = 0;
-        for b in plan {
-            let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
-            samples += voice
-                .synthesize(&refs, scales, 0)?
-                .iter()
-                .map(|r| r.pcm.len())
-                .sum::<usize>();
-        }
+        samples = marked(mark && pass == passes, || {
+            let mut samples = 0;
+            for b in plan {
+                let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+                samples += voice
+                    .synthesize(&refs, scales, 0)?
+                    .iter()
+                    .map(|r| r.pcm.len())
+                    .sum::<usize>();
+            }
+            Ok(samples)
+        })?;
         if pass > 0 {
             times.push(t.elapsed().as_secs_f64());
+            run_seconds += voice.exec.run_seconds - before;
         }
         work = voice.exec.work;
     }
@@ -401,6 +431,7 @@ fn time_passes(
     sorted.sort_by(f64::total_cmp);
     Ok(Timed {
         median: sorted[sorted.len() / 2],
+        run_share: run_seconds / times.iter().sum::<f64>(),
         times,
         samples,
         work,
@@ -459,9 +490,11 @@ pub fn bench(
     let BenchOptions {
         passes,
         profile,
+        mark,
         graphs,
         conv,
     } = opts;
+    let largest = batches.iter().copied().max().unwrap_or(0);
     let (mut voice, ids, config) = open(check, p)?;
     let convs = conv.runs(voice.exec.conv_path());
     // Warm-up (algorithm choices, captures) for the last configuration timed.
@@ -494,13 +527,20 @@ pub fn bench(
             voice.exec.set_conv_path(path)?;
             voice.exec.set_graphs(mode);
             let before = voice.exec.graph_stats();
-            let t = time_passes(&mut voice, &held, &plan, scales, passes.max(1))?;
+            let t = time_passes(
+                &mut voice,
+                &held,
+                &plan,
+                scales,
+                (passes.max(1), mark && n == largest),
+            )?;
             let after = voice.exec.graph_stats();
             let audio_s = t.samples as f64 / rate;
             medians.push(t.median);
             runs.push(json!({
                 "conv": path, "graphs": mode, "audio_seconds": audio_s, "median_seconds": t.median,
                 "audio_seconds_per_second": audio_s / t.median, "times": t.times,
+                "run_share": t.run_share,
                 "work": t.work.report(audio_s, t.median),
                 "graph_stats": on.then(|| json!({
                     "captured": after.captured - before.captured,

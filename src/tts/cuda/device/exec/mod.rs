@@ -77,6 +77,8 @@ pub struct DeviceExecutor {
     /// When set, every step waits for the GPU and its time is added here under its op kind
     /// (convolutions also by precision): where the time goes, at the price of speed.
     pub profile: Option<HashMap<String, ProfileEntry>>,
+    /// Wall seconds spent in [`DeviceExecutor::run`] so far (the bench sets it against a pass's).
+    pub run_seconds: f64,
     /// Matrix work of every run so far, counted at the shapes each step saw.
     pub work: Work,
     graphs: graph::Graphs,
@@ -271,6 +273,7 @@ impl DeviceExecutor {
             seed: 0x7a1c,
             syncs: 0,
             profile: None,
+            run_seconds: 0.0,
             work: Work::default(),
             graphs,
             capture_log: None,
@@ -450,9 +453,11 @@ impl DeviceExecutor {
     }
 
     pub fn run(&mut self, feed: &Feed, mut hooks: Hooks<'_>) -> Result<Outputs, GpuError> {
+        let started = Instant::now();
         let steps = std::mem::take(&mut self.plan.steps);
         let out = self.run_steps(&steps, feed, &mut hooks);
         self.plan.steps = steps;
+        self.run_seconds += started.elapsed().as_secs_f64();
         out
     }
 
