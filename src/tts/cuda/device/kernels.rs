@@ -20,6 +20,10 @@ use crate::tts::cuda::tensor::DType;
 /// `Dims` and `Strides` and their Rust twins in `memory.rs` are sized by it.
 pub const MAX_RANK: usize = 6;
 
+/// Elements per thread of the streaming kernels (`UNROLLED` in the source): the launch sizes
+/// their grids by it.
+pub const UNROLL: usize = 4;
+
 const COMMON: &str = r#"
 typedef long long i64;
 typedef unsigned char u8;
@@ -28,11 +32,20 @@ struct Strides { i64 s[MAX_RANK]; };
 #define LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 // The hot kernels index in 32 bits when every index they form fits: a 64-bit division is a long
 // software routine on the GPU, a 32-bit one a few instructions. The bound leaves room for one
-// grid-stride step (at most 2^28 threads) past the last index.
+// grid-stride step (at most 2^30 elements: 2^20 blocks of 256 threads, UNROLL each) past it.
 #ifndef TALKER_NARROW_MAX
-#define TALKER_NARROW_MAX 0x6fffffffLL
+#define TALKER_NARROW_MAX 0x3fffffffLL
 #endif
-#define LOOP_AS(I, n) for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < (n); i += (I)(gridDim.x * blockDim.x))
+// The streaming kernels give each thread UNROLL elements a block's width apart and issue all of
+// their loads before using any: with one 4-byte load in flight per thread, the H200 streamed a
+// 1 GB LeakyReLU at 0.33 TB/s, where PyTorch's kernel reached 4.2 TB/s. LOAD and STORE run per
+// element i (u counts the thread's elements); LOAD fills registers indexed by u, STORE uses them.
+#define UNROLLED(I, n, LOAD, STORE) \
+  for (I base_ = (I)blockIdx.x * (I)(blockDim.x * UNROLL) + (I)threadIdx.x; base_ < (n); \
+       base_ += (I)gridDim.x * (I)(blockDim.x * UNROLL)) { \
+    _Pragma("unroll") for (int u = 0; u < UNROLL; ++u) { I i = base_ + (I)(u * blockDim.x); if (i < (n)) { LOAD } } \
+    _Pragma("unroll") for (int u = 0; u < UNROLL; ++u) { I i = base_ + (I)(u * blockDim.x); if (i < (n)) { STORE } } \
+  }
 #ifdef __CUDACC__
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -62,27 +75,37 @@ __device__ __forceinline__ i64 wrap(i64 v, i64 dim) { return v < 0 ? v + dim : v
 /// Kernels instantiated for each storage type (f32, i64, u8 for bools).
 const TYPED: &str = r#"
 template <typename I> __device__ __forceinline__ void view_at_T(I n, const Dims& d, T* out, const T* in, const Strides& s) {
-  LOOP_AS(I, n) { out[i] = in[offset_of(i, d, s)]; }
+  T v[UNROLL];
+  UNROLLED(I, n, v[u] = in[offset_of(i, d, s)];, out[i] = v[u];)
 }
 extern "C" __global__ void view_T(i64 n, Dims d, T* out, const T* in, i64 off, Strides s) {
   if (narrow_view(n, d, s)) view_at_T<int>((int)n, d, out, in + off, s); else view_at_T<i64>(n, d, out, in + off, s);
 }
 template <typename I> __device__ __forceinline__ void place_at_T(I n, const Dims& d, T* out, const Strides& s, const T* in) {
-  LOOP_AS(I, n) { out[offset_of(i, d, s)] = in[i]; }
+  T v[UNROLL];
+  UNROLLED(I, n, v[u] = in[i];, out[offset_of(i, d, s)] = v[u];)
 }
 extern "C" __global__ void place_T(i64 n, Dims d, T* out, i64 off, Strides s, const T* in) {
   if (narrow_view(n, d, s)) place_at_T<int>((int)n, d, out + off, s, in); else place_at_T<i64>(n, d, out + off, s, in);
 }
-extern "C" __global__ void pad_T(i64 n, Dims d, T* out, const T* in, Dims in_dims, Dims lo, T fill) {
-  LOOP(n) {
-    i64 rem = i, off = 0, stride = 1; bool inside = true;
-    for (int k = d.rank - 1; k >= 0; --k) {
-      i64 c = rem % d.d[k] - lo.d[k]; rem /= d.d[k];
-      if (c < 0 || c >= in_dims.d[k]) inside = false;
-      off += c * stride; stride *= in_dims.d[k];
-    }
-    out[i] = inside ? in[off] : fill;
+template <typename I> __device__ __forceinline__ T pad_load_T(I i, const Dims& d, const T* in, const Dims& in_dims, const Dims& lo, T fill) {
+  I off = 0, stride = 1; bool inside = true;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    I dk = (I)d.d[k]; I q = i / dk; I c = i - q * dk - (I)lo.d[k]; i = q;
+    if (c < 0 || c >= (I)in_dims.d[k]) inside = false;
+    off += c * stride; stride *= (I)in_dims.d[k];
   }
+  return inside ? in[off] : fill;
+}
+template <typename I> __device__ __forceinline__ void pad_at_T(I n, const Dims& d, T* out, const T* in, const Dims& in_dims, const Dims& lo, T fill) {
+  T v[UNROLL];
+  UNROLLED(I, n, v[u] = pad_load_T(i, d, in, in_dims, lo, fill);, out[i] = v[u];)
+}
+extern "C" __global__ void pad_T(i64 n, Dims d, T* out, const T* in, Dims in_dims, Dims lo, T fill) {
+  i64 in_n = 1;
+  for (int k = 0; k < in_dims.rank; ++k) in_n *= in_dims.d[k];
+  if (n <= TALKER_NARROW_MAX && in_n <= TALKER_NARROW_MAX) pad_at_T<int>((int)n, d, out, in, in_dims, lo, fill);
+  else pad_at_T<i64>(n, d, out, in, in_dims, lo, fill);
 }
 extern "C" __global__ void fill_T(i64 n, T* out, T v) { LOOP(n) { out[i] = v; } }
 extern "C" __global__ void gather_T(i64 n, T* out, const T* data, const i64* idx, i64 nidx, i64 dim, i64 inner) {
@@ -163,17 +186,17 @@ extern "C" __global__ void softmax_f32(i64 n, float* out, const float* in, i64 d
   }
 }
 // Convolution operand: rows (ci, k) by columns t ("nn", [b][ci*K+k][t]) or transposed ("tn", [b][t][ci*K+k]).
+template <typename I> __device__ __forceinline__ float im2col_load(I i, const float* x, I rows, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn) {
+  I b; I row; I t;
+  if (tn) { I q = i / rows; row = i - q * rows; b = q / t_out; t = q - b * t_out; }
+  else { I q = i / t_out; t = i - q * t_out; b = q / rows; row = q - b * rows; }
+  I ci = row / k; I kk = row - ci * k; I p = t * stride + kk * dil - pad;
+  return (p >= 0 && p < t_in) ? x[(b * cin + ci) * t_in + p] : 0.f;
+}
 #define IM2COL(NAME, OUT_T, CONVERT) \
 template <typename I> __device__ __forceinline__ void NAME##_at(I n, OUT_T* col, const float* x, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn, float inv) { \
-  I rows = cin * k; \
-  LOOP_AS(I, n) { \
-    I b, row, t; \
-    if (tn) { I q = i / rows; row = i - q * rows; b = q / t_out; t = q - b * t_out; } \
-    else { I q = i / t_out; t = i - q * t_out; b = q / rows; row = q - b * rows; } \
-    I ci = row / k, kk = row - ci * k; I p = t * stride + kk * dil - pad; \
-    float v = (p >= 0 && p < t_in) ? x[(b * cin + ci) * t_in + p] : 0.f; \
-    col[i] = CONVERT; \
-  } \
+  I rows = cin * k; float vs[UNROLL]; \
+  UNROLLED(I, n, vs[u] = im2col_load(i, x, rows, cin, t_in, k, t_out, stride, dil, pad, tn);, float v = vs[u]; col[i] = CONVERT;) \
 } \
 extern "C" __global__ void NAME(i64 n, OUT_T* col, const float* x, i64 cin, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad, int tn, float inv) { \
   if (n <= 0) return; \
@@ -187,28 +210,30 @@ IM2COL(im2col_i8, signed char, f2q(v, inv))
 // ConvTranspose: z is [b][cout*k][t_in]; out[b][co][o] sums the taps that land on o, in the
 // order of kk. Undilated (the vocoder's upsamplers), the taps are every stride-th kk from
 // (o + pad) % stride, so one division finds them all.
-template <typename I> __device__ __forceinline__ void col2im_at(I n, float* out, const float* z, I cout, I k, I t_in, I t_out, I stride, I dil, I pad) {
-  LOOP_AS(I, n) {
-    I q = i / t_out; I o = i - q * t_out; const float* zi = z + q * k * t_in; float acc = 0.f;
-    if (dil == 1) {
-      I r = o + pad; I t = r / stride;
-      for (I kk = r - t * stride; kk < k && t >= 0; kk += stride, --t) if (t < t_in) acc += zi[kk * t_in + t];
-    } else {
-      for (I kk = 0; kk < k; ++kk) {
-        I p = o + pad - kk * dil;
-        if (p < 0 || p % stride != 0) continue;
-        I t = p / stride; if (t >= t_in) continue;
-        acc += zi[kk * t_in + t];
-      }
+template <typename I> __device__ __forceinline__ float col2im_sum(I i, const float* z, I k, I t_in, I t_out, I stride, I dil, I pad) {
+  I q = i / t_out; I o = i - q * t_out; const float* zi = z + q * k * t_in; float acc = 0.f;
+  if (dil == 1) {
+    I r = o + pad; I t = r / stride;
+    for (I kk = r - t * stride; kk < k && t >= 0; kk += stride, --t) if (t < t_in) acc += zi[kk * t_in + t];
+  } else {
+    for (I kk = 0; kk < k; ++kk) {
+      I p = o + pad - kk * dil;
+      if (p < 0 || p % stride != 0) continue;
+      I t = p / stride; if (t >= t_in) continue;
+      acc += zi[kk * t_in + t];
     }
-    out[i] = acc;
   }
+  return acc;
+}
+template <typename I> __device__ __forceinline__ void col2im_at(I n, float* out, const float* z, I k, I t_in, I t_out, I stride, I dil, I pad) {
+  float acc[UNROLL];
+  UNROLLED(I, n, acc[u] = col2im_sum(i, z, k, t_in, t_out, stride, dil, pad);, out[i] = acc[u];)
 }
 extern "C" __global__ void col2im_f32(i64 n, float* out, const float* z, i64 cout, i64 k, i64 t_in, i64 t_out, i64 stride, i64 dil, i64 pad) {
   if (n <= 0) return;
   if (n <= TALKER_NARROW_MAX && n / t_out * k * t_in <= TALKER_NARROW_MAX)
-    col2im_at<int>((int)n, out, z, (int)cout, (int)k, (int)t_in, (int)t_out, (int)stride, (int)dil, (int)pad);
-  else col2im_at<i64>(n, out, z, cout, k, t_in, t_out, stride, dil, pad);
+    col2im_at<int>((int)n, out, z, (int)k, (int)t_in, (int)t_out, (int)stride, (int)dil, (int)pad);
+  else col2im_at<i64>(n, out, z, k, t_in, t_out, stride, dil, pad);
 }
 // FP16 to FP32 (a cuDNN FP16 convolution's output, widened for the next step).
 extern "C" __global__ void half_to_f32(i64 n, float* out, const unsigned short* in) { LOOP(n) { out[i] = h2f(in[i]); } }
@@ -338,8 +363,9 @@ fn expr(op: Ew, a: &[String], types: &[DType], out: DType) -> String {
 }
 
 /// CUDA source of a fused program's kernel (everything but the name): a body over the index type
-/// `I`, 32-bit where the element count allows, and the `extern "C"` entry that picks it. The
-/// coordinates of a broadcast element are divided out once for all inputs.
+/// `I`, 32-bit where the element count allows, and the `extern "C"` entry that picks it. Each
+/// thread loads its `UNROLL` elements' inputs first (the coordinates of a broadcast element are
+/// divided out once for all inputs), then runs the program on them and stores.
 pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
     let out_t = f.instrs.last().map_or(DType::F32, |i| i.dtype);
     let ins = 0..input_types.len();
@@ -351,20 +377,31 @@ pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
     );
     let args = each(&|i| format!(", in{i}, s{i}"), "");
     let out = mem_type(out_t);
-    let mut s = format!(
-        "template <typename I> __device__ __forceinline__ void {name}_at(I n, Dims d, {out}* out{params}, bool dense) {{\n  LOOP_AS(I, n) {{\n"
+    let registers = each(
+        &|i| format!("{} a{i}[UNROLL]; ", c_type(input_types[i])),
+        "",
     );
+    let mut load = String::new();
     if !input_types.is_empty() {
-        let _ = writeln!(
-            s,
-            "    I {};\n    if (!dense && d.rank > 0) {{\n      I r = i; {}\n      for (int k = d.rank - 1; k > 0; --k) {{ I dk = (I)d.d[k]; I q = r / dk; I c = r - q * dk; {} r = q; }}\n      {}\n    }}",
-            each(&|i| format!("o{i} = i"), ", "),
+        load = format!(
+            "{} if (!dense && d.rank > 0) {{ I r = i; {} for (int k = d.rank - 1; k > 0; --k) {{ I dk = (I)d.d[k]; I q = r / dk; I c = r - q * dk; {} r = q; }} {} }} ",
+            each(&|i| format!("I o{i} = i;"), " "),
             each(&|i| format!("o{i} = 0;"), " "),
             each(&|i| format!("o{i} += c * (I)s{i}.s[k];"), " "),
             each(&|i| format!("o{i} += r * (I)s{i}.s[0];"), " "),
         );
     }
-    s.push_str(&fused_body(f, input_types));
+    load.push_str(&each(
+        &|i| {
+            if input_types[i] == DType::Bool {
+                format!("a{i}[u] = (in{i}[o{i}] != 0);")
+            } else {
+                format!("a{i}[u] = in{i}[o{i}];")
+            }
+        },
+        " ",
+    ));
+    let compute = fused_program(f, input_types);
     let entry = each(
         &|i| {
             format!(
@@ -375,24 +412,14 @@ pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
         "",
     );
     let dense = each(&|i| format!("dense{i} && "), "");
-    let _ = writeln!(
-        s,
-        "  }}\n}}\nextern \"C\" __global__ void {name}(i64 n, Dims d, {out}* out{entry}) {{\n  bool dense = {dense}true;\n  if (n <= TALKER_NARROW_MAX) {name}_at<int>((int)n, d, out{args}, dense);\n  else {name}_at<i64>(n, d, out{args}, dense);\n}}"
-    );
-    s
+    format!(
+        "template <typename I> __device__ __forceinline__ void {name}_at(I n, Dims d, {out}* out{params}, bool dense) {{\n  {registers}\n  UNROLLED(I, n,\n    {load},\n    {compute})\n}}\nextern \"C\" __global__ void {name}(i64 n, Dims d, {out}* out{entry}) {{\n  bool dense = {dense}true;\n  if (n <= TALKER_NARROW_MAX) {name}_at<int>((int)n, d, out{args}, dense);\n  else {name}_at<i64>(n, d, out{args}, dense);\n}}\n"
+    )
 }
 
-/// The loop body of a fused kernel: load each input at its offset `o<k>`, run the program, store.
-fn fused_body(f: &Fused, input_types: &[DType]) -> String {
+/// The program of a fused kernel on one element (its inputs in `a<k>[u]`), ending in the store.
+fn fused_program(f: &Fused, input_types: &[DType]) -> String {
     let mut s = String::new();
-    for (i, t) in input_types.iter().enumerate() {
-        let v = if *t == DType::Bool {
-            format!("(in{i}[o{i}] != 0)")
-        } else {
-            format!("in{i}[o{i}]")
-        };
-        let _ = writeln!(s, "    {} a{i} = {v};", c_type(*t));
-    }
     let mut temp_types: Vec<DType> = Vec::new();
     for (k, ins) in f.instrs.iter().enumerate() {
         let (args, types): (Vec<String>, Vec<DType>) = ins
@@ -400,7 +427,7 @@ fn fused_body(f: &Fused, input_types: &[DType]) -> String {
             .iter()
             .map(|a| match *a {
                 Arg::Input(i) => (
-                    format!("a{i}"),
+                    format!("a{i}[u]"),
                     input_types.get(i).copied().unwrap_or(DType::F32),
                 ),
                 Arg::Temp(j) => (
@@ -417,21 +444,20 @@ fn fused_body(f: &Fused, input_types: &[DType]) -> String {
                 ),
             })
             .unzip();
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "    {} t{k} = {};",
+            "{} t{k} = {}; ",
             c_type(ins.dtype),
             expr(ins.op, &args, &types, ins.dtype)
         );
         temp_types.push(ins.dtype);
     }
     let last = f.instrs.len().saturating_sub(1);
-    let store = if f.instrs.last().map(|i| i.dtype) == Some(DType::Bool) {
-        format!("(u8)t{last}")
+    if f.instrs.last().map(|i| i.dtype) == Some(DType::Bool) {
+        let _ = write!(s, "out[i] = (u8)t{last};");
     } else {
-        format!("t{last}")
-    };
-    let _ = writeln!(s, "    out[i] = {store};");
+        let _ = write!(s, "out[i] = t{last};");
+    }
     s
 }
 
@@ -475,7 +501,7 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
 
 /// The kernels every plan has: the helpers, the typed kernels per storage type, the fixed set.
 fn fixed_source() -> String {
-    let mut src = format!("#define MAX_RANK {MAX_RANK}\n");
+    let mut src = format!("#define MAX_RANK {MAX_RANK}\n#define UNROLL {UNROLL}\n");
     src.push_str(COMMON);
     for t in [DType::F32, DType::I64, DType::Bool] {
         src.push_str(
@@ -484,7 +510,12 @@ fn fixed_source() -> String {
                 .replace("_T<", &format!("_{}<", type_suffix(t)))
                 .replace("T* ", &format!("{}* ", mem_type(t)))
                 .replace("T fill", &format!("{} fill", mem_type(t)))
-                .replace("T v)", &format!("{} v)", mem_type(t))),
+                .replace("T v)", &format!("{} v)", mem_type(t)))
+                .replace("T v[", &format!("{} v[", mem_type(t)))
+                .replace(
+                    "__forceinline__ T ",
+                    &format!("__forceinline__ {} ", mem_type(t)),
+                ),
         );
     }
     src.push_str(FIXED);
@@ -536,7 +567,11 @@ mod tests {
         };
         let code = fused_kernel(&f, &[DType::F32, DType::Bool], "k");
         assert!(code.contains("void k(i64 n, Dims d, float* out, const float* in0, Strides s0, int dense0, const u8* in1"), "{code}");
-        assert!(code.contains("bool a1 = (in1[o1] != 0);"), "{code}");
+        assert!(
+            code.contains("float a0[UNROLL]; bool a1[UNROLL];")
+                && code.contains("a1[u] = (in1[o1] != 0);"),
+            "every input of the thread's elements is loaded before any is used: {code}"
+        );
         assert!(
             code.contains("o0 += c * (I)s0.s[k]; o1 += c * (I)s1.s[k];"),
             "one division per axis serves every input: {code}"
@@ -548,7 +583,7 @@ mod tests {
             "{code}"
         );
         assert!(
-            code.contains("float t0 = (a0 + __int_as_float(0x3f000000));"),
+            code.contains("float t0 = (a0[u] + __int_as_float(0x3f000000));"),
             "{code}"
         );
         assert!(
@@ -576,7 +611,7 @@ mod tests {
         };
         let code = fused_kernel(&f, &[DType::I64], "k");
         assert!(
-            code.contains("i64 t0 = (((i64)2LL) == 0 ? (i64)0 : a0 / ((i64)2LL));"),
+            code.contains("i64 t0 = (((i64)2LL) == 0 ? (i64)0 : a0[u] / ((i64)2LL));"),
             "{code}"
         );
         assert!(code.contains("bool t1 = (t0 != 0);"), "{code}");

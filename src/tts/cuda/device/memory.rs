@@ -17,7 +17,7 @@ use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use cudarc::driver::{CudaFunction, result};
 
 use super::GpuError;
-use super::kernels::MAX_RANK;
+use super::kernels::{MAX_RANK, UNROLL};
 use crate::tts::cuda::tensor::{DType, Data, Tensor, numel};
 
 /// Who frees a buffer.
@@ -303,10 +303,31 @@ impl Params {
         stream: CUstream,
         n: usize,
     ) -> Result<(), GpuError> {
+        self.launch_per_thread(f, stream, n, 1)
+    }
+
+    /// Launches a streaming kernel (`UNROLLED` in the source) over `n` elements, [`UNROLL`] per
+    /// thread.
+    pub(crate) fn launch_unrolled(
+        &mut self,
+        f: &CudaFunction,
+        stream: CUstream,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        self.launch_per_thread(f, stream, n, UNROLL)
+    }
+
+    fn launch_per_thread(
+        &mut self,
+        f: &CudaFunction,
+        stream: CUstream,
+        n: usize,
+        per_thread: usize,
+    ) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }
-        let blocks = n.div_ceil(256).min(1 << 20) as u32;
+        let blocks = n.div_ceil(256 * per_thread).min(1 << 20) as u32;
         let mut ptrs: Vec<*mut c_void> = self
             .args
             .iter_mut()

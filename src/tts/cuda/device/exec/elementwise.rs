@@ -41,7 +41,7 @@ impl DeviceExecutor {
                     .get(&i)
                     .cloned()
                     .ok_or_else(|| step_err(i, s, "no kernel"))?;
-                p.launch(self.f(&name)?, st, numel(&shape))?;
+                p.launch_unrolled(self.f(&name)?, st, numel(&shape))?;
                 vec![out]
             }
             _ => return Ok(None),

@@ -218,7 +218,7 @@ impl DeviceExecutor {
             .push(spec.pad_begin as i64)
             .push(i32::from(tn))
             .push(inv);
-        p.launch(self.f(name)?, st, n)?;
+        p.launch_unrolled(self.f(name)?, st, n)?;
         Ok(col)
     }
 
@@ -421,7 +421,7 @@ impl DeviceExecutor {
             .push(spec.stride as i64)
             .push(spec.dilation as i64)
             .push(spec.pad_begin as i64);
-        p.launch(self.f("col2im_f32")?, st, out.len())?;
+        p.launch_unrolled(self.f("col2im_f32")?, st, out.len())?;
         Ok(out)
     }
 }

@@ -170,7 +170,7 @@ impl DeviceExecutor {
                 .push((at * ost[a]) as i64)
                 .push(strides(&ost))
                 .push(t.ptr());
-            p.launch(&f, st, t.len())?;
+            p.launch_unrolled(&f, st, t.len())?;
             at += t.shape[a] as isize;
         }
         Ok(out)
@@ -210,7 +210,7 @@ impl DeviceExecutor {
             DType::I64 => p.push(fill as i64),
             DType::Bool => p.push(u8::from(fill != 0.0)),
         };
-        p.launch(
+        p.launch_unrolled(
             self.f(&format!("pad_{}", type_suffix(x.dtype)))?,
             st,
             numel(&shape),
@@ -235,7 +235,7 @@ impl DeviceExecutor {
             .push(x.ptr())
             .push(off as i64)
             .push(strides(vs));
-        p.launch(
+        p.launch_unrolled(
             self.f(&format!("view_{}", type_suffix(x.dtype)))?,
             st,
             numel(&shape),

@@ -485,3 +485,40 @@ fn views_and_places_follow_their_strides() {
         }
     }
 }
+
+/// Pad with a grown and a cropped side (negative pad), as the movement step runs it.
+#[test]
+fn pads_grow_and_crop_with_the_fill() {
+    type Pad = unsafe extern "C" fn(i64, Dims, *mut f32, *const f32, Dims, Dims, f32);
+    let x: Vec<f32> = (0..6).map(|v| v as f32).collect();
+    // x is [2][3]; one row before it, a column cut from its start, two columns after it.
+    let (in_shape, out_shape) = ([2usize, 3], [3usize, 4]);
+    let mut lo = dims(&in_shape).unwrap();
+    lo.d[..2].copy_from_slice(&[1, -1]);
+    let want: Vec<f32> = (0..3i64)
+        .flat_map(|r| (0..4i64).map(move |c| (r - 1, c + 1)))
+        .map(|(r, c)| {
+            if (0..2).contains(&r) && (0..3).contains(&c) {
+                (r * 3 + c) as f32
+            } else {
+                -7.0
+            }
+        })
+        .collect();
+    for (width, k) in both_widths(&fixed_source()) {
+        let mut got = vec![0f32; 12];
+        // SAFETY: `got` holds the padded shape's 12 elements; every read lies inside `x`.
+        unsafe {
+            k.flat::<Pad>("pad_f32")(
+                12,
+                dims(&out_shape).unwrap(),
+                got.as_mut_ptr(),
+                x.as_ptr(),
+                dims(&in_shape).unwrap(),
+                lo,
+                -7.0,
+            )
+        };
+        assert_eq!(got, want, "{width} pad");
+    }
+}
