@@ -35,7 +35,7 @@ use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{PartFile, RenderReport, Written, phrase_hits};
 use crate::script::Script;
 use crate::settings::{OutputKind, RenderOptions};
-use crate::speech::{Phrases, SpeechEngine, SpeechService, Waiter};
+use crate::speech::{Bound, Phrases, SpeechEngine, SpeechService, Waiter};
 use crate::split;
 
 /// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
@@ -544,23 +544,17 @@ fn speech_loop(
 ) -> Result<()> {
     let plan = shared.plan;
     let quantum = frame_quantum(plan.sample_rate, shared.look.video.fps);
-    let ahead_limit = if engine.batches() { SPEECH_AHEAD } else { 0 };
+    let mut held = HeldUtterances {
+        plan,
+        limit: if engine.batches() { SPEECH_AHEAD } else { 0 },
+        held: 0,
+    };
     let mut ahead = Phrases::default();
     let stopped = || shared.stopped();
     let mut done_utterances = 0u64;
-    let mut submitted = 0;
-    // Utterances of the chunks requested and not yet sent: what `ahead` may hold.
-    let mut held = 0;
-    let utterances = |c: usize| plan.chunk_utterances(&plan.chunks[c]).len();
     for (n, &c) in todo.iter().enumerate() {
         if shared.stopped() {
             return Err(Error::Cancelled);
-        }
-        // This chunk and the next one at least; more while the backend batches.
-        while submitted < todo.len() && (submitted <= n + 1 || held < ahead_limit) {
-            ahead.request(plan, todo[submitted], engine, shared.cache, shared.progress)?;
-            held += utterances(todo[submitted]);
-            submitted += 1;
         }
         let waiter = Waiter {
             cache: shared.cache,
@@ -568,11 +562,12 @@ fn speech_loop(
             clock: shared.clock,
             stopped: &stopped,
         };
+        ahead.keep_ahead(plan, todo, n, &mut held, engine, &waiter)?;
         ahead.wait_for(plan, c, engine, waiter)?;
         let audio = chunk_audio(plan, c, ahead.ready(), quantum);
         ahead.release(plan, c);
-        held -= utterances(c);
-        done_utterances += utterances(c) as u64;
+        held.held -= held.of(c);
+        done_utterances += held.of(c) as u64;
         shared.progress.event(Event::Advance {
             stage: Stage::Speech,
             done: done_utterances,
@@ -583,4 +578,29 @@ fn speech_loop(
         }
     }
     Ok(())
+}
+
+/// The video render's bound on speech asked for ahead: utterances of the chunks asked for and
+/// not yet sent to the workers.
+struct HeldUtterances<'a> {
+    plan: &'a Plan,
+    limit: usize,
+    held: usize,
+}
+
+impl HeldUtterances<'_> {
+    /// Utterances of chunk `c`.
+    fn of(&self, c: usize) -> usize {
+        self.plan.chunk_utterances(&self.plan.chunks[c]).len()
+    }
+}
+
+impl Bound for HeldUtterances<'_> {
+    fn wants_more(&self) -> bool {
+        self.held < self.limit
+    }
+
+    fn requested(&mut self, chunk: usize) {
+        self.held += self.of(chunk);
+    }
 }
