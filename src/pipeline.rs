@@ -504,24 +504,21 @@ fn render_one(
     }
     media::remove_stale_partials(&path);
     tracing::debug!(chunk = i, frames, "chunk started");
-    animate::render_chunk(
-        shared.look,
-        plan.chunks[i].segment,
-        audio,
-        plan.sample_rate,
-        &path,
-        &shared.stop,
-        shared.clock,
-        || {
-            let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
-            if done.is_multiple_of(25) {
-                shared.progress.event(Event::Advance {
-                    stage: Stage::Frames,
-                    done,
-                });
-            }
-        },
-    )?;
+    let cx = animate::ChunkContext {
+        look: shared.look,
+        sample_rate: plan.sample_rate,
+        stop: &shared.stop,
+        clock: shared.clock,
+    };
+    animate::render_chunk(&cx, plan.chunks[i].segment, audio, &path, || {
+        let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
+        if done.is_multiple_of(25) {
+            shared.progress.event(Event::Advance {
+                stage: Stage::Frames,
+                done,
+            });
+        }
+    })?;
     // Only now, with the file complete and fsynced under its final name, does the row appear.
     if let Err(e) = cache.put_chunk(key, frames, done.samples, &meta) {
         shared.progress.event(Event::Warning {
