@@ -14,7 +14,7 @@
 //! The first real error stops every thread; knock-on errors from the stop are not reported.
 
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -97,14 +97,8 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| ChunkPool::new(opts.threads));
     let parts = split::planned(opts, &script)?;
-    let outputs = match &parts {
-        None => vec![(0..plan.chunks.len(), opts.output.clone())],
-        Some(parts) => split::chunk_ranges(&plan)
-            .into_iter()
-            .zip(parts.iter().map(|p| p.path.clone()))
-            .collect(),
-    };
-    let feed = AudioFeed::new(&cache, &plan, outputs, &lookup.todo, pool.slots());
+    let files = (opts.output.as_path(), parts.as_deref());
+    let feed = AudioFeed::new(&cache, &plan, files, &lookup.todo, pool.slots());
     let shared = Shared {
         plan: &plan,
         cache: &cache,
@@ -128,14 +122,14 @@ pub fn run(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .tracks;
 
+    let video = Video {
+        plan: &plan,
+        script: &script,
+        cache: &cache,
+        done: &done,
+    };
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
     let (written, frames) = timed(progress, &clock, Stage::Assemble, || {
-        let video = Video {
-            plan: &plan,
-            script: &script,
-            cache: &cache,
-            done: &done,
-        };
         write_video(opts, &video, parts, tracks, cancel)
     })?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
@@ -270,12 +264,13 @@ struct AudioFeed {
 }
 
 impl AudioFeed {
-    /// Tracks for `outputs` (each file's chunks and path), encoding `threads` pieces at once;
-    /// every chunk but those of `todo` (reused from the cache) is finished already.
+    /// A track for each file of `output` (with `--split chapters`, one for each of `parts` and
+    /// its chapter's chunks), encoding `threads` pieces at once; every chunk but those of `todo`
+    /// (reused from the cache) is finished already.
     fn new(
         cache: &Cache,
         plan: &Plan,
-        outputs: Vec<(Range<usize>, PathBuf)>,
+        (output, parts): (&Path, Option<&[split::Part]>),
         todo: &[usize],
         threads: usize,
     ) -> AudioFeed {
@@ -283,10 +278,16 @@ impl AudioFeed {
         for &c in todo {
             finished[c] = false;
         }
-        let (ranges, tracks) = outputs
-            .into_iter()
-            .map(|(range, path)| (range, AudioAhead::start(&path, threads)))
-            .unzip();
+        let (ranges, tracks) = match parts {
+            None => vec![(0..plan.chunks.len(), output)],
+            Some(parts) => split::chunk_ranges(plan)
+                .into_iter()
+                .zip(parts.iter().map(|p| p.path.as_path()))
+                .collect(),
+        }
+        .into_iter()
+        .map(|(range, path)| (range, AudioAhead::start(path, threads)))
+        .unzip();
         let mut feed = AudioFeed {
             tracks,
             ranges,
