@@ -9,10 +9,10 @@
 //! Invariants: every chunk is validated before the output is created (each distinct file
 //! once, by its header and packets, nothing decoded), and the file copied is the very one
 //! validated (same inode, size and mtime: chunks are only ever replaced by a rename), as is the
-//! file the audio was read from, so the cost is one header parse per chunk plus the bytes; video pts are the chunk's frame index
-//! plus the frames before it, dts are rebuilt as a constant reorder delay behind decode order
-//! (Matroska keeps no dts); the output appears only complete, and any failure or a set stop
-//! flag (checked between packets) removes the temp file.
+//! file the audio was read from, so the cost is one header parse per chunk plus the bytes; video
+//! pts are the chunk's frame index plus the frames before it, dts are rebuilt as a constant
+//! reorder delay behind decode order (Matroska keeps no dts); the output appears only complete,
+//! and any failure or a set stop flag (checked between packets) removes the temp file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
