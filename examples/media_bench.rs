@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use std::sync::atomic::AtomicBool;
 
-use talker::media::{ChunkRef, ChunkWriter, OutputMeta, VideoSettings, assemble};
+use talker::media::{AudioAhead, ChunkRef, ChunkWriter, OutputMeta, VideoSettings, assemble};
 
 const RATE: u32 = 22050;
 const FPS: u32 = 25;
@@ -123,6 +123,7 @@ fn assembly_per_chunk(dir: &Path) {
                     chunks,
                     &out,
                     &OutputMeta::default(),
+                    AudioAhead::start(&out, 2),
                     &AtomicBool::new(false),
                 )
                 .expect("assemble");
@@ -189,6 +190,7 @@ fn main() {
             &chunks,
             &out,
             &OutputMeta::default(),
+            AudioAhead::start(&out, 2),
             &AtomicBool::new(false),
         )
         .expect("assemble");

@@ -108,22 +108,35 @@ fn frame_pose(
     }
 }
 
+/// What every chunk of a render is drawn with.
+#[derive(Clone, Copy)]
+pub struct ChunkContext<'a> {
+    pub look: &'a Look,
+    /// The speech's sample rate.
+    pub sample_rate: u32,
+    /// Ends the chunk between frames (the partial file is removed).
+    pub stop: &'a AtomicBool,
+    /// Collects the time spent drawing and encoding.
+    pub clock: &'a Clock,
+}
+
 /// Renders and encodes a chunk of segment `segment` to `path` (written under a temporary name,
 /// renamed when complete).
 ///
-/// `on_frame` is called after each frame; `stop` ends the chunk between frames (the partial file
-/// is removed); `clock` collects the time spent drawing and encoding.
-#[allow(clippy::too_many_arguments)]
+/// `on_frame` is called after each frame.
 pub fn render_chunk(
-    look: &Look,
+    cx: &ChunkContext,
     segment: usize,
     audio: &ChunkAudio,
-    sample_rate: u32,
     path: &Path,
-    stop: &AtomicBool,
-    clock: &Clock,
     mut on_frame: impl FnMut(),
 ) -> Result<ChunkInfo> {
+    let ChunkContext {
+        look,
+        sample_rate,
+        stop,
+        clock,
+    } = *cx;
     let fps = look.video.fps;
     let frames = audio.frames(sample_rate, fps);
     let duration = frames as f64 / f64::from(fps);

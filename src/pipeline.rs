@@ -6,11 +6,15 @@
 //! main: prepare (script → face → plan: text, phonemes, keys) → cache lookups
 //!   speech thread: phrase cache / requests ahead to the speech service → chunk audio ─────────┐
 //!   chunk workers (one per core): frames → x264 → chunk file in the cache  ◀── bounded channel ─┘
-//! main: every chunk, cached or new → MP4 (temp file, renamed when complete)
+//!   audio thread: each finished chunk's PCM, in order → AAC in pieces on threads of their own
+//! main: every chunk, cached or new (video copied, audio already encoded) → MP4 (temp file,
+//!   renamed when complete)
 //! ```
 //! Memory is bounded by the channel capacity and the speech window, not by the script's length.
 //! The first real error stops every thread; knock-on errors from the stop are not reported.
 
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -23,7 +27,7 @@ use crate::cache::{
 };
 use crate::error::{Error, Result};
 use crate::look::Look;
-use crate::media;
+use crate::media::{self, AudioAhead};
 use crate::plan::Plan;
 use crate::pool::ChunkPool;
 use crate::prepare::{Prepared, prepare};
@@ -31,7 +35,7 @@ use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{PartFile, RenderReport, Written, phrase_hits};
 use crate::script::Script;
 use crate::settings::{OutputKind, RenderOptions};
-use crate::speech::{Phrases, SpeechEngine, SpeechService, Waiter};
+use crate::speech::{Bound, Phrases, SpeechEngine, SpeechService, Waiter};
 use crate::split;
 
 /// Most utterances a batching backend (the GPU) is asked for ahead of the chunk being sent to the
@@ -88,6 +92,13 @@ pub fn run(
         "cache looked up"
     );
 
+    let pool = opts
+        .pool
+        .clone()
+        .unwrap_or_else(|| ChunkPool::new(opts.threads));
+    let parts = split::planned(opts, &script)?;
+    let files = (opts.output.as_path(), parts.as_deref());
+    let feed = AudioFeed::new(&cache, &plan, files, &lookup.todo, pool.slots());
     let shared = Shared {
         plan: &plan,
         cache: &cache,
@@ -96,21 +107,30 @@ pub fn run(
         progress,
         cancel,
         stop: AtomicBool::new(false),
-        pool: opts
-            .pool
-            .clone()
-            .unwrap_or_else(|| ChunkPool::new(opts.threads)),
+        pool,
         speech_wait_nanos: AtomicU64::new(0),
         adopted: AtomicUsize::new(0),
+        audio: Mutex::new(feed),
     };
     let rendered = run_threads(&shared, &mut engine, &lookup.todo)?;
     let chunks_reused = lookup.reused() + shared.adopted.load(Ordering::Relaxed);
     let phrase_hits = phrase_hits(&plan, &engine, &lookup.todo);
     let done = lookup.complete(rendered);
+    let tracks = shared
+        .audio
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .tracks;
 
+    let video = Video {
+        plan: &plan,
+        script: &script,
+        cache: &cache,
+        done: &done,
+    };
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembling");
     let (written, frames) = timed(progress, &clock, Stage::Assemble, || {
-        write_video(opts, &plan, &script, &cache, &done, cancel)
+        write_video(opts, &video, parts, tracks, cancel)
     })?;
     tracing::debug!(ms = wall.elapsed().as_millis(), "assembled");
 
@@ -126,22 +146,39 @@ pub fn run(
     })
 }
 
-/// The MP4 from the finished chunks, or with `--split chapters` one MP4 per chapter from its
-/// chunks (each with its own subtitles, timed from its start); what was written, and its frames.
+/// What a render's MP4s are made of.
+struct Video<'a> {
+    plan: &'a Plan,
+    script: &'a Script,
+    cache: &'a Cache,
+    done: &'a [ChunkDone],
+}
+
+/// The MP4 from the finished chunks, or with `--split chapters` one MP4 per chapter (`parts`)
+/// from its chunks (each with its own subtitles, timed from its start); each file's audio track
+/// is the one of `tracks` in its place. What was written, and its frames.
 fn write_video(
     opts: &RenderOptions,
-    plan: &Plan,
-    script: &Script,
-    cache: &Cache,
-    done: &[ChunkDone],
+    video: &Video,
+    parts: Option<Vec<split::Part>>,
+    tracks: Vec<AudioAhead>,
     cancel: &AtomicBool,
 ) -> Result<(Written, u64)> {
+    let Video {
+        plan,
+        script,
+        cache,
+        done,
+    } = *video;
     let chunks = chunk_refs(cache, plan.chunks.iter().map(|c| c.key()), done);
     let seconds = |samples: u64| samples as f64 / f64::from(plan.sample_rate);
     let subtitles = opts.settings.subtitles;
-    let Some(parts) = split::planned(opts, script)? else {
+    let mut tracks = tracks.into_iter();
+    let Some(parts) = parts else {
         let meta = plan.output_meta(script, done, 0..chunks.len(), None);
-        let (info, sidecar) = media::write_mp4(&chunks, &opts.output, &meta, subtitles, cancel)?;
+        let audio = tracks.next().expect("a track for the one output file");
+        let (info, sidecar) =
+            media::write_mp4(&chunks, &opts.output, &meta, subtitles, audio, cancel)?;
         let written = Written {
             output: opts.output.clone(),
             subtitles: sidecar,
@@ -153,11 +190,11 @@ fn write_video(
     };
     let mut files = Vec::with_capacity(parts.len());
     let mut frames = 0;
-    for (part, range) in parts.iter().zip(split::chunk_ranges(plan)) {
+    for ((part, range), audio) in parts.iter().zip(split::chunk_ranges(plan)).zip(tracks) {
         let track = Some((part.number, parts.len(), part.title.as_str()));
         let meta = plan.output_meta(script, done, range.clone(), track);
         let (info, sidecar) =
-            media::write_mp4(&chunks[range], &part.path, &meta, subtitles, cancel)?;
+            media::write_mp4(&chunks[range], &part.path, &meta, subtitles, audio, cancel)?;
         frames += info.frames;
         files.push(PartFile {
             path: part.path.clone(),
@@ -210,6 +247,77 @@ struct Shared<'a> {
     speech_wait_nanos: AtomicU64,
     /// Chunks found finished but rowless while rendering (see [`adopt_rowless`]).
     adopted: AtomicUsize,
+    audio: Mutex<AudioFeed>,
+}
+
+/// The audio track of each output file, encoded while the chunks render: a chunk is handed to
+/// its file's track once it and every chunk before it are finished (the track is encoded in
+/// output order), so that assembly finds most of the audio done.
+struct AudioFeed {
+    /// Each file's chunks and track.
+    tracks: Vec<AudioAhead>,
+    ranges: Vec<Range<usize>>,
+    paths: Vec<PathBuf>,
+    finished: Vec<bool>,
+    /// The first chunk not handed on.
+    next: usize,
+}
+
+impl AudioFeed {
+    /// A track for each file of `output` (with `--split chapters`, one for each of `parts` and
+    /// its chapter's chunks), encoding `threads` pieces at once; every chunk but those of `todo`
+    /// (reused from the cache) is finished already.
+    fn new(
+        cache: &Cache,
+        plan: &Plan,
+        (output, parts): (&Path, Option<&[split::Part]>),
+        todo: &[usize],
+        threads: usize,
+    ) -> AudioFeed {
+        let mut finished = vec![true; plan.chunks.len()];
+        for &c in todo {
+            finished[c] = false;
+        }
+        let (ranges, tracks) = match parts {
+            None => vec![(0..plan.chunks.len(), output)],
+            Some(parts) => split::chunk_ranges(plan)
+                .into_iter()
+                .zip(parts.iter().map(|p| p.path.as_path()))
+                .collect(),
+        }
+        .into_iter()
+        .map(|(range, path)| (range, AudioAhead::start(path, threads)))
+        .unzip();
+        let mut feed = AudioFeed {
+            tracks,
+            ranges,
+            paths: plan
+                .chunks
+                .iter()
+                .map(|c| cache.chunk_path(c.key()))
+                .collect(),
+            finished,
+            next: 0,
+        };
+        feed.hand_on();
+        feed
+    }
+
+    /// Chunk `c` is finished under its final name.
+    fn finished(&mut self, c: usize) {
+        self.finished[c] = true;
+        self.hand_on();
+    }
+
+    fn hand_on(&mut self) {
+        while self.finished.get(self.next) == Some(&true) {
+            let c = self.next;
+            if let Some(f) = self.ranges.iter().position(|r| r.contains(&c)) {
+                self.tracks[f].add(&self.paths[c]);
+            }
+            self.next += 1;
+        }
+    }
 }
 
 impl Shared<'_> {
@@ -291,10 +399,17 @@ fn run_threads(
                             break;
                         };
                         match render_one(shared, i, &audio, frames_done) {
-                            Ok(d) => results
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .push((i, d)),
+                            Ok(d) => {
+                                results
+                                    .lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                    .push((i, d));
+                                shared
+                                    .audio
+                                    .lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                    .finished(i);
+                            }
                             Err(e) => {
                                 fail(e);
                                 break;
@@ -390,24 +505,21 @@ fn render_one(
     }
     media::remove_stale_partials(&path);
     tracing::debug!(chunk = i, frames, "chunk started");
-    animate::render_chunk(
-        shared.look,
-        plan.chunks[i].segment,
-        audio,
-        plan.sample_rate,
-        &path,
-        &shared.stop,
-        shared.clock,
-        || {
-            let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
-            if done.is_multiple_of(25) {
-                shared.progress.event(Event::Advance {
-                    stage: Stage::Frames,
-                    done,
-                });
-            }
-        },
-    )?;
+    let cx = animate::ChunkContext {
+        look: shared.look,
+        sample_rate: plan.sample_rate,
+        stop: &shared.stop,
+        clock: shared.clock,
+    };
+    animate::render_chunk(&cx, plan.chunks[i].segment, audio, &path, || {
+        let done = frames_done.fetch_add(1, Ordering::Relaxed) + 1;
+        if done.is_multiple_of(25) {
+            shared.progress.event(Event::Advance {
+                stage: Stage::Frames,
+                done,
+            });
+        }
+    })?;
     // Only now, with the file complete and fsynced under its final name, does the row appear.
     if let Err(e) = cache.put_chunk(key, frames, done.samples, &meta) {
         shared.progress.event(Event::Warning {
@@ -430,23 +542,17 @@ fn speech_loop(
 ) -> Result<()> {
     let plan = shared.plan;
     let quantum = frame_quantum(plan.sample_rate, shared.look.video.fps);
-    let ahead_limit = if engine.batches() { SPEECH_AHEAD } else { 0 };
+    let mut held = HeldUtterances {
+        plan,
+        limit: if engine.batches() { SPEECH_AHEAD } else { 0 },
+        held: 0,
+    };
     let mut ahead = Phrases::default();
     let stopped = || shared.stopped();
     let mut done_utterances = 0u64;
-    let mut submitted = 0;
-    // Utterances of the chunks requested and not yet sent: what `ahead` may hold.
-    let mut held = 0;
-    let utterances = |c: usize| plan.chunk_utterances(&plan.chunks[c]).len();
     for (n, &c) in todo.iter().enumerate() {
         if shared.stopped() {
             return Err(Error::Cancelled);
-        }
-        // This chunk and the next one at least; more while the backend batches.
-        while submitted < todo.len() && (submitted <= n + 1 || held < ahead_limit) {
-            ahead.request(plan, todo[submitted], engine, shared.cache, shared.progress)?;
-            held += utterances(todo[submitted]);
-            submitted += 1;
         }
         let waiter = Waiter {
             cache: shared.cache,
@@ -454,11 +560,12 @@ fn speech_loop(
             clock: shared.clock,
             stopped: &stopped,
         };
+        ahead.keep_ahead(plan, todo, n, &mut held, engine, &waiter)?;
         ahead.wait_for(plan, c, engine, waiter)?;
         let audio = chunk_audio(plan, c, ahead.ready(), quantum);
         ahead.release(plan, c);
-        held -= utterances(c);
-        done_utterances += utterances(c) as u64;
+        held.held -= held.of(c);
+        done_utterances += held.of(c) as u64;
         shared.progress.event(Event::Advance {
             stage: Stage::Speech,
             done: done_utterances,
@@ -469,4 +576,29 @@ fn speech_loop(
         }
     }
     Ok(())
+}
+
+/// The video render's bound on speech asked for ahead: utterances of the chunks asked for and
+/// not yet sent to the workers.
+struct HeldUtterances<'a> {
+    plan: &'a Plan,
+    limit: usize,
+    held: usize,
+}
+
+impl HeldUtterances<'_> {
+    /// Utterances of chunk `c`.
+    fn of(&self, c: usize) -> usize {
+        self.plan.chunk_utterances(&self.plan.chunks[c]).len()
+    }
+}
+
+impl Bound for HeldUtterances<'_> {
+    fn wants_more(&self) -> bool {
+        self.held < self.limit
+    }
+
+    fn requested(&mut self, chunk: usize) {
+        self.held += self.of(chunk);
+    }
 }

@@ -420,9 +420,62 @@ pub struct Phrases {
     waiting: HashMap<Key, u64>,
     /// How many requested, unreleased chunk utterances use each key.
     uses: HashMap<Key, usize>,
+    /// How far [`Phrases::keep_ahead`] has gone in its order.
+    asked: Asked,
+}
+
+/// How much speech [`Phrases::keep_ahead`] asks for beyond the next two chunks, which it always
+/// asks for: a render's bound on the speech it holds.
+pub trait Bound {
+    /// Whether one more chunk may be asked for.
+    fn wants_more(&self) -> bool;
+    /// `chunk` was asked for.
+    fn requested(&mut self, chunk: usize);
+}
+
+/// Where [`Phrases::keep_ahead`] stands in the order it asks for chunks in.
+#[derive(Default)]
+pub(crate) struct Asked(usize);
+
+impl Asked {
+    /// The next chunk of `order` to ask for ahead of `order[at]` (the chunk waited for next), told
+    /// to `bound`: up to the one after it always, so the engine has work while the loop hands a
+    /// chunk on, and further while `bound` wants more.
+    pub(crate) fn next(
+        &mut self,
+        order: &[usize],
+        at: usize,
+        bound: &mut dyn Bound,
+    ) -> Option<usize> {
+        let &chunk = order.get(self.0)?;
+        if self.0 > at + 1 && !bound.wants_more() {
+            return None;
+        }
+        self.0 += 1;
+        bound.requested(chunk);
+        Some(chunk)
+    }
 }
 
 impl Phrases {
+    /// Asks for the chunks of `order`, going on from the last call, ahead of `order[at]`, the
+    /// chunk waited for next ([`Asked::next`] says how far): the one request-ahead loop of the
+    /// video and the audio-only renders.
+    pub fn keep_ahead(
+        &mut self,
+        plan: &Plan,
+        order: &[usize],
+        at: usize,
+        bound: &mut dyn Bound,
+        engine: &mut SpeechEngine,
+        w: &Waiter<'_>,
+    ) -> crate::Result<()> {
+        while let Some(chunk) = self.asked.next(order, at, bound) {
+            self.request(plan, chunk, engine, w.cache, w.progress)?;
+        }
+        Ok(())
+    }
+
     /// Looks a chunk's phrases up in the cache and asks the service for the missing ones.
     pub fn request(
         &mut self,
@@ -545,6 +598,49 @@ pub fn speak(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// At most `limit` chunks held beyond the next two; records what was asked for.
+    struct Counting {
+        limit: usize,
+        held: usize,
+        asked: Vec<usize>,
+    }
+
+    impl Bound for Counting {
+        fn wants_more(&self) -> bool {
+            self.held < self.limit
+        }
+
+        fn requested(&mut self, chunk: usize) {
+            self.held += 1;
+            self.asked.push(chunk);
+        }
+    }
+
+    #[test]
+    fn chunks_are_asked_for_in_order_two_ahead_and_as_far_as_the_bound_allows() {
+        let order = [3, 5, 6, 9, 10, 12];
+        let mut bound = Counting {
+            limit: 0,
+            held: 0,
+            asked: Vec::new(),
+        };
+        let mut asked = Asked::default();
+        let mut ask = |at: usize, bound: &mut Counting| {
+            std::iter::from_fn(|| asked.next(&order, at, bound)).collect::<Vec<_>>()
+        };
+        // No room: this chunk and the next only, then one more per chunk handed on.
+        assert_eq!(ask(0, &mut bound), [3, 5]);
+        assert_eq!(ask(0, &mut bound), [] as [usize; 0]);
+        assert_eq!(ask(1, &mut bound), [6]);
+        // Room for four held: as far as that goes, never past the order's end.
+        bound.limit = 4;
+        assert_eq!(ask(2, &mut bound), [9]);
+        bound.held = 1;
+        assert_eq!(ask(3, &mut bound), [10, 12]);
+        assert_eq!(ask(5, &mut bound), [] as [usize; 0]);
+        assert_eq!(bound.asked, order);
+    }
 
     #[test]
     fn peak_normalisation_keeps_silence_and_scales_speech() {

@@ -199,17 +199,14 @@ fn mouth_is_synced_shaped_and_still(portrait: &str) {
         let audio = chunk_audio(&p.plan, c, &speeches, frame_quantum(sr, fps));
         let track = lipsync::plan(&audio.phones, sr);
         let path = dir.path().join(format!("chunk{c}.mkv"));
-        let info = animate::render_chunk(
-            &p.look,
-            p.plan.chunks[c].segment,
-            &audio,
-            sr,
-            &path,
-            &AtomicBool::new(false),
-            &clock,
-            || {},
-        )
-        .unwrap();
+        let cx = animate::ChunkContext {
+            look: &p.look,
+            sample_rate: sr,
+            stop: &AtomicBool::new(false),
+            clock: &clock,
+        };
+        let info =
+            animate::render_chunk(&cx, p.plan.chunks[c].segment, &audio, &path, || {}).unwrap();
         let video = decode_frames(&path, w, h);
         let frames = video.len();
         assert_eq!(frames as u64, info.frames);

@@ -1,10 +1,11 @@
-//! The output's single AAC (or MP3) track, fed with the chunks' PCM one packet at a time.
+//! An audio file's AAC (or MP3) track on one thread, fed with PCM one push at a time; the
+//! encoder, resampler and stream setup that the tracks encoded in pieces share.
 //!
-//! Input: s16 mono PCM at the chunks' sample rate, in order, across all chunks.
+//! Input: s16 mono PCM at the voice's sample rate, in order, across all pushes.
 //! Output: AAC-LC mono 48 kHz packets (or what a [`TrackCodec`] asks for) written to the muxer.
-//! Invariants: one encoder for the whole file, so chunk joins have no priming silence or
+//! Invariants: one encoder for the whole file, so pushes join with no priming silence or
 //! gap; frames are exactly `frame_size` (1024) samples except the last, with pts counted
-//! in samples; leftovers wait in a FIFO until the next chunk's PCM arrives.
+//! in samples; leftovers wait in a FIFO until the next push.
 //!
 //! Why 48 kHz: AAC at 22.05 kHz is legal, but some hardware decoders, TVs and upload
 //! pipelines handle only 44.1/48 kHz well; resampling costs little next to the video.
@@ -32,7 +33,7 @@ pub(crate) struct TrackCodec {
     pub(crate) bit_rate: usize,
 }
 
-/// The video's and the M4B's track.
+/// The video's and the M4B's codec.
 pub(crate) const AAC: TrackCodec = TrackCodec {
     name: "aac",
     rate: AAC_RATE,
@@ -183,15 +184,6 @@ impl ToRate {
 }
 
 impl AacTrack {
-    /// Opens ffmpeg's native `aac` encoder and a resampler from `in_rate`.
-    pub(crate) fn open(
-        path: &Path,
-        in_rate: u32,
-        global_header: bool,
-    ) -> Result<AacTrack, MediaError> {
-        AacTrack::open_codec(path, in_rate, global_header, AAC)
-    }
-
     /// Opens `codec`'s encoder and a resampler from `in_rate` to its rate.
     pub(crate) fn open_codec(
         path: &Path,

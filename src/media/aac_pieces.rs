@@ -1,4 +1,5 @@
-//! The AAC track of an M4B/M4A encoded in pieces on several threads and joined without a seam.
+//! An AAC track (an M4B's or M4A's, or a video's through [`super::aac_ahead`]) encoded in pieces on
+//! several threads and joined without a seam.
 //!
 //! Input: s16 mono PCM in order, any number of pushes (as [`super::aac::AacTrack`]). Output: the
 //! same packets a single encoder would write in the same order, each piece's from its own encoder.
@@ -38,17 +39,44 @@ const PRE_ROLL_FRAMES: usize = 4;
 const POST_ROLL_FRAMES: usize = 3;
 
 /// One packet of a piece, on the output's sample clock.
-struct Encoded {
+pub(super) struct Encoded {
     data: Vec<u8>,
-    pts: i64,
+    pub(super) pts: i64,
     dts: i64,
     duration: i64,
     key: bool,
 }
 
+impl Encoded {
+    /// Writes the packet to `stream` (index, time base) of `out`; `clock` is the sample clock.
+    pub(super) fn write(
+        &self,
+        path: &Path,
+        clock: Rational,
+        (index, time_base): (usize, Rational),
+        out: &mut format::context::Output,
+    ) -> Result<(), MediaError> {
+        let mut packet = Packet::copy(&self.data);
+        packet.set_pts(Some(self.pts));
+        packet.set_dts(Some(self.dts));
+        packet.set_duration(self.duration);
+        if self.key {
+            packet.set_flags(ffmpeg_next::packet::Flags::KEY);
+        }
+        packet.set_stream(index);
+        packet.rescale_ts(clock, time_base);
+        ff(path, "write audio packet", packet.write_interleaved(out))
+    }
+}
+
 type Piece = JoinHandle<Result<Vec<Encoded>, MediaError>>;
 
-pub(crate) struct PieceTrack {
+/// Where finished pieces go, in order.
+pub(super) type Done<'a> = dyn FnMut(Vec<Encoded>) -> Result<(), MediaError> + 'a;
+
+/// The encoding side: PCM in, each piece's packets out in order (to a muxer in [`PieceTrack`],
+/// to assembly in [`super::aac_ahead`]).
+pub(super) struct Pieces {
     /// Opened for the stream's parameters; every piece opens one like it.
     template: encoder::Audio,
     codec: TrackCodec,
@@ -62,24 +90,22 @@ pub(crate) struct PieceTrack {
     next: usize,
     running: VecDeque<Piece>,
     threads: usize,
-    stream_index: usize,
-    stream_tb: Rational,
     path: PathBuf,
 }
 
-impl PieceTrack {
+impl Pieces {
     /// Opens `codec`'s encoder (for the stream's parameters) and a resampler from `in_rate`;
     /// `threads` pieces are encoded at once.
-    pub(crate) fn open(
+    pub(super) fn open(
         path: &Path,
         in_rate: u32,
         global_header: bool,
         codec: TrackCodec,
         threads: usize,
-    ) -> Result<PieceTrack, MediaError> {
+    ) -> Result<Pieces, MediaError> {
         let template = open_encoder(path, codec, global_header)?;
         let frame_size = (template.frame_size() as usize).max(1);
-        Ok(PieceTrack {
+        Ok(Pieces {
             template,
             codec,
             global_header,
@@ -90,51 +116,35 @@ impl PieceTrack {
             next: 0,
             running: VecDeque::new(),
             threads: threads.max(1),
-            stream_index: 0,
-            stream_tb: Rational::new(1, codec.rate as i32),
             path: path.to_path_buf(),
         })
     }
 
-    pub(crate) fn add_stream(&self, out: &mut format::context::Output) -> Result<(), MediaError> {
-        add_stream(&self.path, &self.template, self.codec.rate, out)
-    }
-
-    /// Where packets go; the time base is the one the muxer chose in `write_header`.
-    pub(crate) fn set_stream(&mut self, index: usize, time_base: Rational) {
-        self.stream_index = index;
-        self.stream_tb = time_base;
-    }
-
     /// Resamples `pcm`, starts every piece whose samples (and post-roll) are now all here, and
-    /// muxes the pieces finished in order.
-    pub(crate) fn push(
-        &mut self,
-        pcm: &[i16],
-        out: &mut format::context::Output,
-    ) -> Result<(), MediaError> {
+    /// hands the pieces finished in order to `done`.
+    pub(super) fn push(&mut self, pcm: &[i16], done: &mut Done) -> Result<(), MediaError> {
         self.to_rate.run(pcm, &mut self.fifo)?;
         let piece = PIECE_FRAMES * self.frame_size;
         let post = POST_ROLL_FRAMES * self.frame_size;
         while self.fifo_start + self.fifo.len() >= self.next + piece + post {
             while self.running.len() >= 2 * self.threads {
-                self.write_oldest(out)?;
+                self.hand_oldest(done)?;
             }
             self.start(false);
         }
         while self.running.front().is_some_and(JoinHandle::is_finished) {
-            self.write_oldest(out)?;
+            self.hand_oldest(done)?;
         }
         Ok(())
     }
 
     /// Drains the resampler, encodes the rest as the last piece (with the encoder's flush) and
-    /// muxes every piece still running, in order.
-    pub(crate) fn finish(mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+    /// hands every piece still running to `done`, in order.
+    pub(super) fn finish(mut self, done: &mut Done) -> Result<(), MediaError> {
         self.to_rate.flush(&mut self.fifo)?;
         self.start(true);
         while !self.running.is_empty() {
-            self.write_oldest(out)?;
+            self.hand_oldest(done)?;
         }
         Ok(())
     }
@@ -177,33 +187,92 @@ impl PieceTrack {
         }
     }
 
-    /// Waits for the oldest piece and writes its packets.
-    fn write_oldest(&mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+    /// Waits for the oldest piece and hands its packets to `done`.
+    fn hand_oldest(&mut self, done: &mut Done) -> Result<(), MediaError> {
         let Some(handle) = self.running.pop_front() else {
             return Ok(());
         };
         let packets = handle
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        let clock = Rational::new(1, self.codec.rate as i32);
-        for e in packets {
-            let mut packet = Packet::copy(&e.data);
-            packet.set_pts(Some(e.pts));
-            packet.set_dts(Some(e.dts));
-            packet.set_duration(e.duration);
-            if e.key {
-                packet.set_flags(ffmpeg_next::packet::Flags::KEY);
-            }
-            packet.set_stream(self.stream_index);
-            packet.rescale_ts(clock, self.stream_tb);
-            ff(
-                &self.path,
-                "write audio packet",
-                packet.write_interleaved(out),
-            )?;
-        }
-        Ok(())
+        done(packets)
     }
+}
+
+/// An M4B's or M4A's track: [`Pieces`] written to the muxer as they finish.
+pub(crate) struct PieceTrack {
+    pieces: Pieces,
+    stream_index: usize,
+    stream_tb: Rational,
+    path: PathBuf,
+}
+
+impl PieceTrack {
+    /// Opens `codec`'s encoder (for the stream's parameters) and a resampler from `in_rate`;
+    /// `threads` pieces are encoded at once.
+    pub(crate) fn open(
+        path: &Path,
+        in_rate: u32,
+        global_header: bool,
+        codec: TrackCodec,
+        threads: usize,
+    ) -> Result<PieceTrack, MediaError> {
+        Ok(PieceTrack {
+            pieces: Pieces::open(path, in_rate, global_header, codec, threads)?,
+            stream_index: 0,
+            stream_tb: Rational::new(1, codec.rate as i32),
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub(crate) fn add_stream(&self, out: &mut format::context::Output) -> Result<(), MediaError> {
+        let p = &self.pieces;
+        add_stream(&self.path, &p.template, p.codec.rate, out)
+    }
+
+    /// Where packets go; the time base is the one the muxer chose in `write_header`.
+    pub(crate) fn set_stream(&mut self, index: usize, time_base: Rational) {
+        self.stream_index = index;
+        self.stream_tb = time_base;
+    }
+
+    /// Resamples `pcm`, starts every piece now complete, and muxes the pieces finished in order.
+    pub(crate) fn push(
+        &mut self,
+        pcm: &[i16],
+        out: &mut format::context::Output,
+    ) -> Result<(), MediaError> {
+        let (path, clock) = (&self.path, self.clock());
+        let stream = (self.stream_index, self.stream_tb);
+        self.pieces.push(pcm, &mut |packets| {
+            write_all(path, &packets, clock, stream, out)
+        })
+    }
+
+    /// Encodes the rest and muxes every piece still running, in order.
+    pub(crate) fn finish(self, out: &mut format::context::Output) -> Result<(), MediaError> {
+        let (path, clock) = (&self.path, self.clock());
+        let stream = (self.stream_index, self.stream_tb);
+        self.pieces
+            .finish(&mut |packets| write_all(path, &packets, clock, stream, out))
+    }
+
+    fn clock(&self) -> Rational {
+        Rational::new(1, self.pieces.codec.rate as i32)
+    }
+}
+
+/// Writes a piece's packets to `stream` of `out`.
+fn write_all(
+    path: &Path,
+    packets: &[Encoded],
+    clock: Rational,
+    stream: (usize, Rational),
+    out: &mut format::context::Output,
+) -> Result<(), MediaError> {
+    packets
+        .iter()
+        .try_for_each(|e| e.write(path, clock, stream, out))
 }
 
 /// Encodes `samples` (output sample `first` onwards) with an encoder of its own and returns the

@@ -1,16 +1,18 @@
 //! `assemble`: ordered chunks → the final MP4.
 //!
 //! Input: chunk paths in playback order (all from `ChunkWriter` with the same settings; a
-//! path may repeat), plus title, chapters and cues. Output: an MP4 with the chunks' H.264 packets copied
-//! (never re-encoded), one continuous AAC-LC 48 kHz mono track, an optional mov_text
-//! track, chapters, and the moov atom in front (faststart).
+//! path may repeat), plus title, chapters and cues, and the audio track, maybe already encoded
+//! from the first chunks while the rest rendered ([`AudioAhead`]). Output: an MP4 with the chunks'
+//! H.264 packets copied (never re-encoded), one continuous AAC-LC 48 kHz mono track (encoded in
+//! pieces, interleaved with the video by time), an optional mov_text track, chapters, and the
+//! moov atom in front (faststart).
 //! Invariants: every chunk is validated before the output is created (each distinct file
 //! once, by its header and packets, nothing decoded), and the file copied is the very one
-//! validated (same inode, size and mtime: chunks are only ever replaced by a rename), so the
-//! cost is one header parse per chunk plus the bytes; video pts are the chunk's frame index
-//! plus the frames before it, dts are rebuilt as a constant reorder delay behind decode order
-//! (Matroska keeps no dts); the output appears only complete, and any failure or a set stop
-//! flag (checked between packets) removes the temp file.
+//! validated (same inode, size and mtime: chunks are only ever replaced by a rename), as is the
+//! file the audio was read from, so the cost is one header parse per chunk plus the bytes; video
+//! pts are the chunk's frame index plus the frames before it, dts are rebuilt as a constant
+//! reorder delay behind decode order (Matroska keeps no dts); the output appears only complete,
+//! and any failure or a set stop flag (checked between packets) removes the temp file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ffmpeg_next::{Dictionary, Rational, codec, encoder, format};
 
-use super::aac::AacTrack;
+use super::aac_ahead::AudioAhead;
 use super::atomic::{PartialFile, remove_stale_partials};
 use super::cover::{add_cover_stream, write_cover};
 use super::error::{MediaError, ff};
@@ -50,10 +52,11 @@ pub fn write_mp4(
     output: &Path,
     meta: &OutputMeta,
     subtitles: Option<SubtitleFormat>,
+    audio: AudioAhead,
     stop: &AtomicBool,
 ) -> Result<(AssembleInfo, Option<PathBuf>), MediaError> {
     remove_stale_partials(output);
-    let info = assemble(chunks, output, meta, stop)?;
+    let info = assemble(chunks, output, meta, audio, stop)?;
     let sidecar = subtitles
         .map(|format| write_sidecar(output, &meta.cues, format))
         .transpose()?;
@@ -62,16 +65,20 @@ pub fn write_mp4(
 
 /// Builds `output` from `chunks`; see the module header for what is guaranteed. `stop` set
 /// (SIGINT/SIGTERM) ends it within a packet with [`MediaError::Cancelled`] and no output.
+/// `audio` is handed the chunks it lacks (its encoding goes on while the chunks are checked).
 pub fn assemble(
     chunks: &[ChunkRef],
     output: &Path,
     meta: &OutputMeta,
+    audio: AudioAhead,
     stop: &AtomicBool,
 ) -> Result<AssembleInfo, MediaError> {
     init()?;
     if chunks.is_empty() {
         return Err(MediaError::NoChunks);
     }
+    let paths: Vec<PathBuf> = chunks.iter().map(|c| c.path.clone()).collect();
+    let mut aac = audio.complete(&paths);
     if let Some(title) = &meta.title {
         check_no_nul(title, "title")?;
     }
@@ -88,12 +95,10 @@ pub fn assemble(
         "create output file",
         format::output_as(partial.path(), "mp4"),
     )?;
-    let global_header = out.format().flags().contains(format::Flags::GLOBAL_HEADER);
     let frame_tb = Rational::new(1, totals.fps as i32);
 
     add_video_stream(&mut out, output, first, frame_tb, totals.fps)?;
     // Stream 1: AAC.
-    let mut aac = AacTrack::open(output, totals.sample_rate, global_header)?;
     aac.add_stream(&mut out)?;
     // Stream 2 (only with cues): mov_text.
     if !cues.is_empty() {
@@ -131,6 +136,12 @@ pub fn assemble(
                 reason: "another file is at its path now".into(),
             });
         }
+        if aac.next_read()? != Some(open.id) {
+            return Err(MediaError::ChunkChanged {
+                path: path.to_path_buf(),
+                reason: "its audio was read from another file".into(),
+            });
+        }
         copy_chunk(
             path,
             chunk,
@@ -147,7 +158,7 @@ pub fn assemble(
         )?;
         frame_offset += chunk.info.frames as i64;
     }
-    aac.finish(&mut out)?;
+    aac.write_until(None, &mut out)?;
     ff(output, "write MP4 trailer (faststart)", out.write_trailer())?;
     drop(out); // closes the file before fsync
     let bytes = partial.commit()?;
@@ -319,15 +330,14 @@ struct Join {
     video_tb: Rational,
 }
 
-/// Copies one chunk's video packets and feeds its PCM to the AAC track, in file order
-/// (the chunk is already interleaved, so the output is too).
+/// Copies one chunk's video packets, each after the audio packets that start before it.
 fn copy_chunk(
     path: &Path,
     chunk: &ChunkScan,
     input: &mut format::context::Input,
     join: Join,
     stop: &AtomicBool,
-    aac: &mut AacTrack,
+    aac: &mut AudioAhead,
     out: &mut format::context::Output,
 ) -> Result<(), MediaError> {
     let Join {
@@ -340,7 +350,6 @@ fn copy_chunk(
         .stream(chunk.video_index)
         .map_or(frame_tb, |s| s.time_base());
     let mut decode_index: i64 = 0;
-    let mut pcm: Vec<i16> = Vec::new();
     while let Some(mut packet) = read_packet(path, input)? {
         if stop.load(Ordering::Relaxed) {
             return Err(MediaError::Cancelled);
@@ -350,21 +359,15 @@ fn copy_chunk(
             packet.set_pts(Some(frame_offset + frame));
             // dts(k) = k - delay keeps dts strictly increasing across chunk joins and never
             // above pts (delay is the largest reorder depth of any chunk).
-            packet.set_dts(Some(frame_offset + decode_index - reorder_delay));
+            let dts = frame_offset + decode_index - reorder_delay;
+            aac.write_until(Some((dts, frame_tb)), out)?;
+            packet.set_dts(Some(dts));
             packet.set_duration(1);
             packet.set_position(-1);
             packet.set_stream(0);
             packet.rescale_ts(frame_tb, video_tb);
             ff(path, "write video packet", packet.write_interleaved(out))?;
             decode_index += 1;
-        } else if packet.stream() == chunk.audio_index {
-            let data = packet.data().unwrap_or(&[]);
-            pcm.clear();
-            pcm.extend(
-                data.chunks_exact(2)
-                    .map(|b| i16::from_le_bytes([b[0], b[1]])),
-            );
-            aac.push(&pcm, out)?;
         }
     }
     Ok(())

@@ -9,6 +9,7 @@
 //! re-encoding; frame i of a chunk has pts i in 1/fps.
 
 mod aac;
+mod aac_ahead;
 mod aac_pieces;
 mod assemble;
 mod atomic;
@@ -29,6 +30,7 @@ pub use region::Rect;
 
 use std::sync::OnceLock;
 
+pub use aac_ahead::AudioAhead;
 pub use assemble::{ChunkRef, assemble, write_mp4};
 pub use audio::{AudioFormat, AudioMeta, AudioWriter};
 pub use check::measure_file;

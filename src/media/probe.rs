@@ -88,7 +88,6 @@ pub(crate) fn open_chunk(path: &Path) -> Result<OpenChunk, MediaError> {
 pub(crate) struct ChunkScan {
     pub(crate) info: ChunkInfo,
     pub(crate) video_index: usize,
-    pub(crate) audio_index: usize,
     /// H.264 parameter sets (avcC); equal bytes across chunks mean the streams concatenate.
     pub(crate) extradata: Vec<u8>,
     /// The video stream's codec parameters (an owned copy), for the output stream.
@@ -124,7 +123,6 @@ pub(crate) fn scan_open(
             preset: tags.preset,
         },
         video_index: streams.video_index,
-        audio_index: streams.audio_index,
         extradata: streams.extradata,
         video_params: streams.video_params,
         reorder_delay: count.reorder_delay,
@@ -271,6 +269,25 @@ fn read_streams(
         extradata,
         video_params: owned_params,
     })
+}
+
+/// The PCM stream of a chunk opened by [`open_chunk`]: its index and sample rate.
+pub(crate) fn pcm_stream(
+    path: &Path,
+    input: &format::context::Input,
+) -> Result<(usize, u32), MediaError> {
+    let stream = input
+        .streams()
+        .best(media::Type::Audio)
+        .ok_or_else(|| bad(path, "no audio stream".to_string()))?;
+    let step = "read audio parameters";
+    let context = ff(
+        path,
+        step,
+        codec::Context::from_parameters(stream.parameters()),
+    )?;
+    let audio = ff(path, step, context.decoder().audio())?;
+    Ok((stream.index(), audio.rate()))
 }
 
 /// What the packets hold: frames (each pts once, none missing), PCM samples, and how far decode

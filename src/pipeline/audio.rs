@@ -29,7 +29,7 @@ use crate::progress::{Clock, Event, Progress, Stage, timed};
 use crate::report::{PartFile, RenderReport, Written};
 use crate::script::Script;
 use crate::settings::{Loudness, OutputKind, RenderOptions};
-use crate::speech::{Phrases, SpeechEngine, SpeechService, Waiter};
+use crate::speech::{Bound, Phrases, SpeechEngine, SpeechService, Waiter};
 use crate::split;
 
 pub(super) fn render_audio(
@@ -517,24 +517,18 @@ impl Speaker<'_> {
         let plan = self.plan;
         let cancel = self.cancel;
         let stopped = || cancel.load(Ordering::Relaxed);
-        let ids = |c: usize| -> usize {
+        let ids = (0..plan.chunks.len()).map(|c| {
             plan.chunk_utterances(&plan.chunks[c])
                 .map(|u| plan.utterances[u].ids.len())
                 .sum()
-        };
+        });
         let mut phrases = Phrases::default();
-        let mut ahead = Ahead::new(AHEAD_BYTES);
-        let mut requested = 0;
+        let mut ahead = Ahead::new(AHEAD_BYTES, ids.collect());
+        let order: Vec<usize> = (0..plan.chunks.len()).collect();
         let mut done = 0u64;
         for c in 0..plan.chunks.len() {
             if stopped() {
                 return Err(Error::Cancelled);
-            }
-            // This chunk and the next at least, then as far as the budget allows.
-            while requested < plan.chunks.len() && (requested <= c + 1 || ahead.wants_more()) {
-                phrases.request(plan, requested, self.engine, self.cache, self.progress)?;
-                ahead.requested(ids(requested));
-                requested += 1;
             }
             let waiter = Waiter {
                 cache: self.cache,
@@ -542,10 +536,11 @@ impl Speaker<'_> {
                 clock: self.clock,
                 stopped: &stopped,
             };
+            phrases.keep_ahead(plan, &order, c, &mut ahead, self.engine, &waiter)?;
             phrases.wait_for(plan, c, self.engine, waiter)?;
             let audio = chunk_audio(plan, c, phrases.ready(), 1);
             phrases.release(plan, c);
-            ahead.handed_on(ids(c), audio.pcm.len());
+            ahead.handed_on(c, audio.pcm.len());
             each(c, audio)?;
             done += plan.chunk_utterances(&plan.chunks[c]).len() as u64;
             advanced(done);
@@ -568,6 +563,8 @@ const AHEAD_BYTES: u64 = 32 << 20;
 /// near the budget whatever the book's length or the voice's pace.
 struct Ahead {
     limit: u64,
+    /// Each chunk's phoneme ids.
+    ids: Vec<usize>,
     /// The estimate of each chunk asked for and not yet handed on, oldest first.
     held: VecDeque<u64>,
     held_bytes: u64,
@@ -577,9 +574,10 @@ struct Ahead {
 }
 
 impl Ahead {
-    fn new(limit: u64) -> Ahead {
+    fn new(limit: u64, ids: Vec<usize>) -> Ahead {
         Ahead {
             limit,
+            ids,
             held: VecDeque::new(),
             held_bytes: 0,
             seen_ids: 0,
@@ -591,25 +589,25 @@ impl Ahead {
         self.seen_bytes as f64 / self.seen_ids.max(1) as f64
     }
 
-    /// Whether another chunk may be asked for.
+    /// The oldest chunk asked for, `chunk`, was handed on with `samples` samples.
+    fn handed_on(&mut self, chunk: usize, samples: usize) {
+        if let Some(estimate) = self.held.pop_front() {
+            self.held_bytes -= estimate;
+        }
+        self.seen_ids += self.ids[chunk] as u64;
+        self.seen_bytes += 2 * samples as u64;
+    }
+}
+
+impl Bound for Ahead {
     fn wants_more(&self) -> bool {
         self.seen_ids > 0 && self.held_bytes < self.limit
     }
 
-    /// A chunk of `ids` phoneme ids was asked for.
-    fn requested(&mut self, ids: usize) {
-        let estimate = (ids as f64 * self.bytes_per_id()).ceil() as u64;
+    fn requested(&mut self, chunk: usize) {
+        let estimate = (self.ids[chunk] as f64 * self.bytes_per_id()).ceil() as u64;
         self.held.push_back(estimate);
         self.held_bytes += estimate;
-    }
-
-    /// The oldest chunk asked for (`ids` phoneme ids) was handed on with `samples` samples.
-    fn handed_on(&mut self, ids: usize, samples: usize) {
-        if let Some(estimate) = self.held.pop_front() {
-            self.held_bytes -= estimate;
-        }
-        self.seen_ids += ids as u64;
-        self.seen_bytes += 2 * samples as u64;
     }
 }
 
@@ -618,6 +616,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::speech::Asked;
 
     /// Keeps the warnings.
     #[derive(Default)]
@@ -631,26 +630,28 @@ mod tests {
         }
     }
 
-    /// Drives [`Ahead`] as `each_chunk` does over `chunks` chunks of varying ids, speaking
-    /// `seconds_per_id` at 22,050 Hz; returns the most bytes ever asked for and not handed on
-    /// (the real ones, not the estimates) and the fewest chunks asked for ahead after the first.
+    /// Drives [`Ahead`] through [`Asked`] as `each_chunk` does over `chunks` chunks of varying
+    /// ids, speaking `seconds_per_id` at 22,050 Hz; returns the most bytes ever asked for and
+    /// not handed on (the real ones, not the estimates) and the fewest chunks asked for ahead
+    /// after the first.
     fn drive(chunks: usize, seconds_per_id: f64, limit: u64) -> (u64, usize) {
         let ids = |c: usize| 300 + (c * 7919) % 400;
         let bytes = |c: usize| (ids(c) as f64 * seconds_per_id * 22050.0) as u64 * 2;
-        let mut ahead = Ahead::new(limit);
+        let mut ahead = Ahead::new(limit, (0..chunks).map(ids).collect());
+        let order: Vec<usize> = (0..chunks).collect();
+        let mut asked = Asked::default();
         let (mut requested, mut held, mut most, mut fewest) = (0, 0u64, 0u64, usize::MAX);
         for c in 0..chunks {
-            while requested < chunks && (requested <= c + 1 || ahead.wants_more()) {
-                ahead.requested(ids(requested));
-                held += bytes(requested);
-                requested += 1;
+            while let Some(r) = asked.next(&order, c, &mut ahead) {
+                held += bytes(r);
+                requested = r + 1;
             }
             most = most.max(held);
             if c > 0 && requested < chunks {
                 fewest = fewest.min(requested - c);
             }
             held -= bytes(c);
-            ahead.handed_on(ids(c), (bytes(c) / 2) as usize);
+            ahead.handed_on(c, (bytes(c) / 2) as usize);
         }
         (most, fewest)
     }

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use super::super::{Chapter, Cue, OutputMeta, VideoSettings};
+use std::sync::atomic::AtomicBool;
+
+use super::super::{AudioAhead, Chapter, ChunkRef, Cue, MediaError, OutputMeta, VideoSettings};
 use super::{
     assemble_paths, entries, ffprobe, frame_md5s, num, small, stream, temp, top_level_atoms,
     write_chunk, write_chunk_at,
@@ -304,4 +306,48 @@ fn cover_is_an_attached_picture_of_the_original_bytes() {
     let atoms = top_level_atoms(&out);
     let pos = |name: &str| atoms.iter().position(|a| a == name).expect(name);
     assert!(pos("moov") < pos("mdat"), "faststart: {atoms:?}");
+}
+
+#[test]
+fn audio_handed_over_for_other_chunks_is_encoded_again_from_these() {
+    let (dir, out) = temp("out.mp4");
+    let (chunk, stray) = (dir.path().join("c0.mkv"), dir.path().join("stray.mkv"));
+    write_chunk(&chunk, &small(25), 22050, 50, 44100);
+    write_chunk_at(&stray, &small(25), 22050, 50, 44100, 999);
+    assemble_paths(std::slice::from_ref(&chunk), &out, &OutputMeta::default()).expect("assemble");
+    let again = dir.path().join("again.mp4");
+    let mut audio = AudioAhead::start(&again, 2);
+    audio.add(&stray);
+    let stop = AtomicBool::new(false);
+    let refs = [ChunkRef::from(chunk)];
+    super::super::assemble(&refs, &again, &OutputMeta::default(), audio, &stop)
+        .expect("assemble again");
+    let read = |p: &std::path::Path| std::fs::read(p).expect("read mp4");
+    assert!(
+        read(&out) == read(&again),
+        "the stray chunk's audio was used"
+    );
+}
+
+#[test]
+fn audio_read_from_a_chunk_replaced_since_fails_and_leaves_nothing() {
+    let (dir, out) = temp("out.mp4");
+    let chunk = dir.path().join("c0.mkv");
+    write_chunk(&chunk, &small(25), 22050, 50, 44100);
+    let mut audio = AudioAhead::start(&out, 2);
+    audio.add(&chunk);
+    audio.wait_read().expect("the chunk read");
+    // Another render replaces it (by a rename, as ever) with one of the same length.
+    let other = dir.path().join("other.mkv");
+    write_chunk_at(&other, &small(25), 22050, 50, 44100, 999);
+    std::fs::rename(&other, &chunk).expect("rename");
+    let stop = AtomicBool::new(false);
+    let refs = [ChunkRef::from(chunk)];
+    let err = super::super::assemble(&refs, &out, &OutputMeta::default(), audio, &stop)
+        .expect_err("audio of another file");
+    assert!(
+        matches!(&err, MediaError::ChunkChanged { reason, .. } if reason.contains("audio")),
+        "{err}"
+    );
+    assert_eq!(entries(dir.path()), ["c0.mkv"]);
 }

@@ -193,5 +193,12 @@ pub(super) fn assemble_paths(
     meta: &super::OutputMeta,
 ) -> Result<super::AssembleInfo, super::MediaError> {
     let refs: Vec<super::ChunkRef> = chunks.iter().cloned().map(Into::into).collect();
-    super::assemble(&refs, out, meta, &std::sync::atomic::AtomicBool::new(false))
+    let audio = super::AudioAhead::start(out, 2);
+    super::assemble(
+        &refs,
+        out,
+        meta,
+        audio,
+        &std::sync::atomic::AtomicBool::new(false),
+    )
 }
