@@ -12,7 +12,7 @@ use talker::face::{FaceModels, Portrait};
 use crate::util::{assert_success, assets, repo, talker, write_script};
 
 /// The frame at `at` seconds, decoded to RGB.
-fn frame_at(video: &Path, at: f64, (w, h): (u32, u32)) -> RgbImage {
+pub fn frame_at(video: &Path, at: f64, (w, h): (u32, u32)) -> RgbImage {
     let o = Command::new("ffmpeg")
         .args(["-v", "error", "-ss", &at.to_string(), "-i"])
         .arg(video)
@@ -161,7 +161,7 @@ fn a_bad_background_is_refused_before_any_work() {
 }
 
 /// A slide of smooth colours (a codec keeps them within a few levels), `tint` telling them apart.
-fn draw_slide(path: &Path, (w, h): (u32, u32), tint: u8) {
+pub fn draw_slide(path: &Path, (w, h): (u32, u32), tint: u8) {
     let img = RgbImage::from_fn(w, h, |x, y| {
         image::Rgb([(40 + 160 * x / w) as u8, (30 + 140 * y / h) as u8, tint])
     });
@@ -169,7 +169,7 @@ fn draw_slide(path: &Path, (w, h): (u32, u32), tint: u8) {
 }
 
 /// Mean absolute difference of `a` and `b` over the pixels `keep` accepts.
-fn mean_diff(a: &RgbImage, b: &RgbImage, keep: impl Fn(u32, u32) -> bool) -> f64 {
+pub fn mean_diff(a: &RgbImage, b: &RgbImage, keep: impl Fn(u32, u32) -> bool) -> f64 {
     let (mut sum, mut n) = (0u64, 0u64);
     for (x, y, p) in a.enumerate_pixels() {
         if keep(x, y) {
