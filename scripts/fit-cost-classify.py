@@ -1,7 +1,7 @@
 """One render's CPU by category, from `perf script -F comm,tid,ip,sym,dso` output (scripts/fit-cost).
 
 Usage: fit-cost-classify.py STACKS REPORT CONFIG ROUND FREQ TOP
-Prints the render's report with config, round and cpu_seconds per category as one JSON line;
+Prints the render's report with config, round and perf_cpu_seconds per category as one JSON line;
 appends the leaf functions with the most samples per category to TOP.
 
 A sample's category is decided by its stack, leaf first: the first frame that names one wins, so
@@ -59,7 +59,7 @@ def main():
         leaves[cat][f"{sym} ({dso.rsplit('/', 1)[-1]})"] += 1
     r = json.load(open(report))
     r["config"], r["round"] = config, int(rnd)
-    r["cpu_seconds"] = {c: n / float(freq) for c, n in sorted(counts.items())}
+    r["perf_cpu_seconds"] = {c: n / float(freq) for c, n in sorted(counts.items())}
     print(json.dumps(r))
     with open(top, "a") as f:
         f.write(f"== {config}, round {rnd}: {sum(counts.values())} samples at {freq} Hz\n")
