@@ -155,6 +155,7 @@ pub fn render_chunk(
     // Writing them with their frame keeps the muxer's interleaving queue short.
     let sample_at = |k: u64| (k * pcm.len() as u64 / frames.max(1)) as usize;
     let mut buf = vec![0u8; look.rig.width() as usize * look.rig.height() as usize * 3];
+    let mut last = None;
     // `slides`: the slide's frame, copied once; each frame rewrites only the speaker's box.
     let mut slide = match &look.slides {
         Some(deck) => {
@@ -179,10 +180,13 @@ pub fn render_chunk(
         }
         let t = k as f64 / f64::from(fps);
         let t0 = Instant::now();
-        let roi = look.rig.render(
-            &frame_pose(&track, &idle, t, duration, blink_at_end),
-            &mut buf,
-        );
+        let pose = frame_pose(&track, &idle, t, duration, blink_at_end);
+        // After the first frame `buf` differs from the portrait only inside the last region.
+        let roi = match last {
+            Some(last) => look.rig.render_over(&pose, &mut buf, last),
+            None => look.rig.render(&pose, &mut buf),
+        };
+        last = Some(roi);
         let mut changed = Rect {
             x0: roi.x0,
             y0: roi.y0,

@@ -1950,3 +1950,116 @@ fn a_split_job_publishes_every_chapter_file() {
     assert_eq!(before, after, "an intact set is not rendered again");
     assert_eq!(files_under(&env.out), names);
 }
+
+/// The frame of a `slides` video at `at` seconds against its two slides letterboxed on black:
+/// how far it is, away from the speaker's box, from the slide it should show and from the other.
+fn off_the_slides(
+    video: &Path,
+    at: f64,
+    slides: [&Path; 2],
+    pip: talker::slides::PipBox,
+) -> [f64; 2] {
+    use crate::layouts::{frame_at, mean_diff};
+    let (w, h) = (640, 360);
+    let frame = frame_at(video, at, (w, h));
+    let bars = image::RgbImage::new(w, h);
+    let away = |x: u32, y: u32| {
+        let m = 6;
+        x + m < pip.x || x > pip.x + pip.w + m || y + m < pip.y || y > pip.y + pip.h + m
+    };
+    slides.map(|slide| {
+        let slide = talker::slides::letterbox(&image::open(slide).unwrap().to_rgb8(), &bars);
+        mean_diff(&frame, &slide, away)
+    })
+}
+
+/// A `slides` job through `talker worker`: its slides are read relative to the script (not the
+/// spec or the worker's directory); the published MP4 lasts as long as the speech and shows
+/// each slide behind the speaker while its segment is spoken; an edited slide makes a new job
+/// that renders only the chunk showing it; an output that is one of a script's slides is refused
+/// at enqueue, since a worker would publish over it.
+#[test]
+fn a_slides_job_shows_its_slides_behind_the_speaker() {
+    use talker::slides::{Corner, PipBox, PipSize};
+    let env = Env::new(Backend::Sqlite);
+    let (talk, jobs) = (env.path().join("talk"), env.path().join("jobs"));
+    std::fs::create_dir_all(talk.join("slides")).unwrap();
+    std::fs::create_dir(&jobs).unwrap();
+    let (a, b) = (talk.join("slides/a.png"), talk.join("slides/b.png"));
+    crate::layouts::draw_slide(&a, (800, 600), 20);
+    crate::layouts::draw_slide(&b, (1600, 800), 220);
+    write_script(
+        &talk,
+        "talk.json",
+        r#"{"segments": [
+            {"text": "Welcome to the lecture.", "slide": "slides/a.png"},
+            {"text": "Here is the second slide.", "slide": "slides/b.png"}]}"#,
+    );
+    let spec = jobs.join("talk.json");
+    let fields = json!({"script": "../talk/talk.json", "portrait": repo("examples/portrait.png"),
+        "output": "lectures/talk.mp4", "layout": "slides", "pip": "top-right",
+        "pip_size": 0.5, "size": [640, 360], "fps": 10, "seed": run_seed()});
+    std::fs::write(&spec, fields.to_string()).unwrap();
+    let run = || {
+        let id = env.enqueue(std::slice::from_ref(&spec), &[])[0];
+        let mut w = env.worker(&["--drain"]);
+        assert_eq!(w.finish(Duration::from_secs(300)), 0, "the worker failed");
+        let job = env.job(id);
+        assert_eq!(job["state"], "succeeded", "{job}");
+        (id, job["result"].clone())
+    };
+    let (first, report) = run();
+    assert_eq!(
+        (&report["chunks"], &report["chunks_reused"]),
+        (&json!(2), &json!(0))
+    );
+    let out = env.out.join("lectures/talk.mp4");
+    let p = probe(&out);
+    let streams = p["streams"].as_array().unwrap();
+    let video = streams.iter().find(|s| s["codec_type"] == "video").unwrap();
+    assert_eq!(
+        (&video["width"], &video["height"]),
+        (&json!(640), &json!(360))
+    );
+    let seconds = report["audio_seconds"].as_f64().unwrap();
+    let lasts: f64 = p["format"]["duration"].as_str().unwrap().parse().unwrap();
+    assert!(
+        (lasts - seconds).abs() < 0.1,
+        "{lasts} s of video, {seconds} s of speech"
+    );
+    let size = PipSize::try_from(0.5).unwrap();
+    let pip = PipBox::place((512, 512), (640, 360), Corner::TopRight, size);
+    for (at, slides) in [(0.4, [&a, &b]), (seconds - 0.3, [&b, &a])] {
+        let [near, far] = off_the_slides(&out, at, slides.map(|p| p.as_path()), pip);
+        assert!(
+            near < 3.0 && far > 8.0,
+            "at {at:.1} s: off the slide by {near:.2}, the other by {far:.2}"
+        );
+    }
+
+    crate::layouts::draw_slide(&a, (800, 600), 21);
+    let (second, report) = run();
+    assert_ne!(second, first, "an edited slide is a new job");
+    assert_eq!(
+        report["chunks_reused"], 1,
+        "only the first chunk shows a.png: {report}"
+    );
+
+    std::fs::copy(&a, env.out.join("lectures/slide.mp4")).unwrap();
+    write_script(
+        &talk,
+        "over.json",
+        r#"{"segments": [{"text": "One.", "slide": "../out/lectures/slide.mp4"}]}"#,
+    );
+    let over = jobs.join("over.json");
+    let fields = json!({"script": "../talk/over.json", "portrait": repo("examples/portrait.png"),
+        "output": "lectures/slide.mp4", "layout": "slides"});
+    std::fs::write(&over, fields.to_string()).unwrap();
+    let o = env.run("enqueue", &["--out-root", s(&env.out), s(&over)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("output: ") && err.contains("is the slide"),
+        "{err}"
+    );
+}

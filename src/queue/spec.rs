@@ -380,12 +380,15 @@ impl Job {
         crate::guard::script_lexicon(&self.script)
     }
 
-    /// The files the script names: its lexicon and the voice files it names by path (see
-    /// [`crate::guard::script_voices`]), for [`Job::inputs`].
+    /// The files the script names: its lexicon, the voice files it names by path (see
+    /// [`crate::guard::script_voices`]) and its slides, for [`Job::inputs`]. A worker renders
+    /// into a stage folder, so only this check keeps a job from publishing over a slide.
     pub fn script_inputs(&self) -> Vec<(&'static str, PathBuf)> {
         let lexicon = self.script_lexicon();
         let lexicon = lexicon.map(|l| ("lexicon the script names", l));
         let voices = crate::guard::script_voices(&self.script);
+        // A script that cannot be read now is refused by the render itself.
+        let slides = self.slide_files().unwrap_or_default();
         lexicon
             .into_iter()
             .chain(
@@ -393,7 +396,26 @@ impl Job {
                     .into_iter()
                     .map(|v| ("voice file the script names", v)),
             )
+            .chain(slides.into_iter().map(|s| ("slide", s)))
             .collect()
+    }
+
+    /// The distinct slide files a JSON or Markdown script names (relative to it); books and
+    /// plain text name none.
+    fn slide_files(&self) -> std::io::Result<Vec<PathBuf>> {
+        let kind = crate::book::InputKind::detect(&self.script);
+        if !matches!(
+            kind,
+            crate::book::InputKind::Json | crate::book::InputKind::Markdown
+        ) {
+            return Ok(Vec::new());
+        }
+        let (script, _) = crate::book::load_script(&self.script, &self.settings.book)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(crate::slides::files(&script)
+            .into_iter()
+            .map(Path::to_path_buf)
+            .collect())
     }
 
     /// What the job's output must never be, named for messages; `named` is
@@ -482,16 +504,8 @@ impl Job {
             stream_file(&mut h, "background", path)?;
         }
         // The slides a script names (relative to it); a script without any hashes as before.
-        let kind = crate::book::InputKind::detect(&self.script);
-        if matches!(
-            kind,
-            crate::book::InputKind::Json | crate::book::InputKind::Markdown
-        ) {
-            let (script, _) = crate::book::load_script(&self.script, &self.settings.book)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            for path in crate::slides::files(&script) {
-                stream_file(&mut h, "slide", path)?;
-            }
+        for path in self.slide_files()? {
+            stream_file(&mut h, "slide", &path)?;
         }
         if let Some(path) = &self.settings.cover {
             stream_file(&mut h, "cover", path)?;
@@ -733,6 +747,44 @@ mod tests {
             .save(d.join("a.png"))
             .unwrap();
         assert_ne!(job.content_hash().unwrap(), first);
+    }
+
+    /// A slide is an input no output may be: a worker renders into a stage folder and publishes
+    /// it over the output, so a job whose output is one of its slides is refused at enqueue.
+    #[test]
+    fn an_output_that_is_a_slide_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("p.png"), b"portrait bytes").unwrap();
+        std::fs::create_dir(d.join("out")).unwrap();
+        image::RgbImage::new(8, 8).save(d.join("a.png")).unwrap();
+        std::fs::copy(d.join("a.png"), d.join("out/o.mp4")).unwrap();
+        std::fs::write(
+            d.join("s.json"),
+            r#"{"segments": [{"text": "Hi.", "slide": "a.png"}, {"text": "Ho.", "slide": "out/o.mp4"}]}"#,
+        )
+        .unwrap();
+        let resolve = |output: &str| {
+            let json =
+                format!(r#"{{"script": "s.json", "portrait": "p.png", "output": "{output}"}}"#);
+            Job::resolve(
+                &d.join("job.json"),
+                JobSpec::parse(&json).unwrap(),
+                &d.join("out"),
+            )
+        };
+        let e = resolve("o.mp4").unwrap_err();
+        assert!(
+            e.at == "output" && e.message.contains("is the slide"),
+            "{e}"
+        );
+        let job = resolve("other.mp4").unwrap();
+        let slides = job
+            .script_inputs()
+            .into_iter()
+            .filter(|(what, _)| *what == "slide")
+            .count();
+        assert_eq!(slides, 2);
     }
 
     /// Editing the book or one of the job's lexicons changes the job's content hash (so

@@ -874,6 +874,24 @@ fn lip_corners_and_lips_match_the_exact_renderer_for_spread_and_rounded_mouths()
     }
 }
 
+/// `render_over` the last frame, restoring only its region, gives every pose's frame byte for
+/// byte as `render` from scratch does, whichever pose came before.
+#[test]
+fn rendering_over_the_last_frame_equals_rendering_afresh() {
+    for (img, lm) in fast_cases() {
+        let rig = FaceRig::new(&img, &lm).expect("rig");
+        let len = rig.width() as usize * rig.height() as usize * 3;
+        let (mut over, mut fresh) = (vec![0u8; len], vec![0u8; len]);
+        let poses = poses();
+        let mut last = rig.render(&poses[0], &mut over);
+        for (i, pose) in poses.iter().enumerate().rev() {
+            last = rig.render_over(pose, &mut over, last);
+            assert_eq!(last, rig.render(pose, &mut fresh), "pose {i}");
+            assert!(over == fresh, "pose {i}: the frames differ");
+        }
+    }
+}
+
 /// The region `render` returns is what an encoder converts again: every pixel outside it is the
 /// base frame's, for every pose, on the portrait and on close-ups; on the example portrait, with
 /// the head still, it is the face's parts, not the frame (on a close-up the face is the frame).
