@@ -380,8 +380,10 @@ impl MouthRig {
         };
         let xs = x.signum() * w * (a + (scaled - a) * v);
         let s = xs / w;
-        let ud = f.ud.at(s);
-        let ld = f.ld.at(s);
+        // Every curve of the rig and the frame shares one grid: one look-up position for all.
+        let kn = f.ud.knot(s);
+        let ud = f.ud.at_knot(kn);
+        let ld = f.ld.at_knot(kn);
         // Above the lip line the upper lip moves, fading out at the nose base; below it the
         // lower lip moves with its own profile near the lip, with the jaw further down, fading
         // out below the chin and towards the jaw's sides.
@@ -389,7 +391,7 @@ impl MouthRig {
         // up to 30 % of its thickness (the lip is stretched, the skin beyond it shifted).
         let pout = 0.3 * f.round;
         let ys = if y <= 0.5 * (ud + ld) {
-            let thick = self.up_thick.at(s).max(0.5);
+            let thick = self.up_thick.at_knot(kn).max(0.5);
             let outer = ud - thick;
             let fuller = pout
                 * thick
@@ -398,14 +400,15 @@ impl MouthRig {
                 } else {
                     1.0 - smoothstep(outer, ud, y)
                 };
-            y - f.du.at(s) * smoothstep(self.nose, ud, y) + fuller
+            y - f.du.at_knot(kn) * smoothstep(self.nose, ud, y) + fuller
         } else {
             let beta = smoothstep(ld, ld + 0.8 * w, y);
             let lat = 1.0 - smoothstep(0.9 * w, 2.0 * w, xs.abs());
             let gamma = 1.0 - smoothstep(self.chin - 0.2 * w, self.chin + w, y);
-            let shift = (f.dl.at(s) + (f.jaw * lat - f.dl.at(s)) * beta) * gamma;
-            let thick = self.lo_thick.at(s).max(0.5);
-            let tuck = f.tuck.at(s) - pout * thick;
+            let dl = f.dl.at_knot(kn);
+            let shift = (dl + (f.jaw * lat - dl) * beta) * gamma;
+            let thick = self.lo_thick.at_knot(kn).max(0.5);
+            let tuck = f.tuck.at_knot(kn) - pout * thick;
             y - shift + tuck * smoothstep(ld, ld + thick, y) * gamma
         };
         // The opening between the new edges; closed lips keep a thin dark seam (a minimum
