@@ -123,11 +123,14 @@ impl FaceRig {
             return self.shade_cell(f, cell, out);
         }
         let quad = Quad::new(&cell, mx, my);
+        // The checks' Lagrange weights, two columns and two rows, shared by the four checks.
+        let lx = qx.map(|x| quad.x.weights((x - cell.x0) as f32));
+        let ly = qy.map(|y| quad.y.weights((y - cell.y0) as f32));
         let smooth = still == 0
             && clear.clone().all(|c| c >= room)
             && (0..2).all(|j| {
                 (0..2).all(|i| {
-                    let guess = quad.at(&g, (qx[i] - cell.x0) as f32, (qy[j] - cell.y0) as f32);
+                    let guess = Quad::at(&g, lx[i], ly[j]);
                     let exact = checks[j][i].src;
                     (exact[0] - guess[0]).abs() <= TOLERANCE
                         && (exact[1] - guess[1]).abs() <= TOLERANCE
@@ -254,9 +257,8 @@ impl Quad {
         }
     }
 
-    /// The interpolated source `(x, y)` pixels right of and below the cell's first pixel.
-    fn at(&self, g: &Grid, x: f32, y: f32) -> P {
-        let (lx, ly) = (self.x.weights(x), self.y.weights(y));
+    /// The interpolated source at the point with Lagrange weights `lx` across and `ly` down.
+    fn at(g: &Grid, lx: [f32; 3], ly: [f32; 3]) -> P {
         let mut p = [0.0f32; 2];
         for (j, row) in g.iter().enumerate() {
             for (i, w) in row.iter().enumerate() {

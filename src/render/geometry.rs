@@ -35,8 +35,38 @@ pub(crate) fn mean(points: &[P]) -> P {
 /// Hermite smoothstep: 0 at or below `e0`, 1 at or above `e1`, C1 in between.
 #[inline]
 pub(crate) fn smoothstep(e0: f32, e1: f32, x: f32) -> f32 {
-    let t = ((x - e0) / (e1 - e0)).clamp(0.0, 1.0);
+    ramp((x - e0) / (e1 - e0))
+}
+
+/// [`smoothstep`] over `[0, 1]`: `ramp((x - e0) * k)` with `k = 1 / (e1 - e0)` worked out once
+/// is `smoothstep(e0, e1, x)` with a multiplication where it divides (per-pixel fades whose
+/// widths are fixed per portrait).
+#[inline]
+pub(crate) fn ramp(t: f32) -> f32 {
+    let t = t.clamp(0.0, 1.0);
     t * t * (3.0 - 2.0 * t)
+}
+
+/// A smoothstep whose edges are fixed per portrait, its reciprocal width worked out once: a
+/// per-pixel fade multiplies where [`smoothstep`] divides (equal to within rounding).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fade {
+    from: f32,
+    k: f32,
+}
+
+impl Fade {
+    pub fn new(e0: f32, e1: f32) -> Fade {
+        Fade {
+            from: e0,
+            k: 1.0 / (e1 - e0),
+        }
+    }
+
+    #[inline]
+    pub fn at(self, x: f32) -> f32 {
+        ramp((x - self.from) * self.k)
+    }
 }
 
 /// An orthonormal frame: `u` along the feature (left to right in the image), `v` = `u` turned
@@ -237,6 +267,22 @@ mod tests {
             assert_eq!(a.at_knot(k).to_bits(), a.at(x).to_bits(), "{x}");
             assert_eq!(b.at_knot(k).to_bits(), b.at(x).to_bits(), "{x}");
         }
+    }
+
+    #[test]
+    fn fades_and_ramps_with_a_reciprocal_are_smoothstep() {
+        for (e0, e1) in [(0.3f32, 1.0f32), (-2.0, 7.5), (12.0, 12.4), (5.0, -3.0)] {
+            let (fade, k) = (Fade::new(e0, e1), 1.0 / (e1 - e0));
+            for i in 0..=1000 {
+                let x = e0.min(e1) - 1.0 + ((e1 - e0).abs() + 2.0) * i as f32 / 1000.0;
+                let b = smoothstep(e0, e1, x);
+                for a in [fade.at(x), ramp((x - e0) * k)] {
+                    assert!((a - b).abs() < 1e-5, "{e0} {e1} {x}: {a} {b}");
+                }
+            }
+        }
+        assert_eq!(ramp(-3.0), 0.0);
+        assert_eq!(ramp(3.0), 1.0);
     }
 
     #[test]
