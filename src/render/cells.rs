@@ -22,8 +22,9 @@ use super::{FaceRig, Pose, Roi};
 
 /// Side (px) of the cells a frame is first cut into.
 const CELL: usize = 16;
-/// The smallest cell that is still split; below it a cell is shaded pixel by pixel.
-const MIN_CELL: usize = 2;
+/// The smallest cell a split makes; a cell that would split into smaller ones is shaded pixel
+/// by pixel instead: a 2-px cell's checks cost more warps than its 4 pixels cost to shade.
+const MIN_CELL: usize = 4;
 /// How far (px) the interpolated source may miss the exact one at a cell's checked points.
 const TOLERANCE: f32 = 0.05;
 
@@ -122,11 +123,14 @@ impl FaceRig {
             return self.shade_cell(f, cell, out);
         }
         let quad = Quad::new(&cell, mx, my);
+        // The checks' Lagrange weights, two columns and two rows, shared by the four checks.
+        let lx = qx.map(|x| quad.x.weights((x - cell.x0) as f32));
+        let ly = qy.map(|y| quad.y.weights((y - cell.y0) as f32));
         let smooth = still == 0
             && clear.clone().all(|c| c >= room)
             && (0..2).all(|j| {
                 (0..2).all(|i| {
-                    let guess = quad.at(&g, (qx[i] - cell.x0) as f32, (qy[j] - cell.y0) as f32);
+                    let guess = Quad::at(&g, lx[i], ly[j]);
                     let exact = checks[j][i].src;
                     (exact[0] - guess[0]).abs() <= TOLERANCE
                         && (exact[1] - guess[1]).abs() <= TOLERANCE
@@ -168,29 +172,21 @@ impl FaceRig {
     /// A smooth cell: each pixel one fixed-point bilinear sample at the interpolated source.
     fn sample_cell(&self, cell: Roi, quad: &Quad, g: &Grid, out: &mut [u8]) {
         let w = self.base.width;
-        let (m, n) = (quad.x.m, quad.x.n);
+        // The row quadratic's coefficients are linear in the nodes, so each pixel row's are
+        // the Lagrange blend of the three grid rows' (worked out once per cell, not per row).
+        let coef = g.map(|r| quad.x.powers([r[0].src, r[1].src, r[2].src]));
         for y in cell.y0..cell.y1 {
             let ly = quad.y.weights((y - cell.y0) as f32);
-            // The row's three nodes, then its quadratic in Newton form, then in powers of k.
-            let node = |i: usize| -> P {
+            let [a, b, c] = [0, 1, 2].map(|t| {
                 let mut p = [0.0f32; 2];
-                for (j, &l) in ly.iter().enumerate() {
-                    p[0] += l * g[j][i].src[0];
-                    p[1] += l * g[j][i].src[1];
+                for (l, row) in ly.iter().zip(&coef) {
+                    p[0] += l * row[t][0];
+                    p[1] += l * row[t][1];
                 }
                 p
-            };
-            let (r0, r1, r2) = (node(0), node(1), node(2));
-            let mut b = [0.0f32; 2];
-            let mut c = [0.0f32; 2];
-            for k in 0..2 {
-                let d01 = (r1[k] - r0[k]) / m;
-                let d12 = (r2[k] - r1[k]) / (n - m);
-                c[k] = (d12 - d01) / n;
-                b[k] = d01 - m * c[k];
-            }
+            });
             let row = &mut out[(y * w + cell.x0) * 3..(y * w + cell.x1) * 3];
-            self.base.sample_row(row, r0, b, c);
+            self.base.sample_row(row, a, b, c);
         }
     }
 
@@ -219,6 +215,22 @@ struct Nodes {
 }
 
 impl Nodes {
+    /// The quadratic through values `r` at the three nodes, in powers of the distance `t` from
+    /// the first: `[a, b, c]` with `r(t) = a + b·t + c·t²` (via its Newton form).
+    #[inline]
+    fn powers(&self, r: [P; 3]) -> [P; 3] {
+        let (m, n) = (self.m, self.n);
+        let mut b = [0.0f32; 2];
+        let mut c = [0.0f32; 2];
+        for k in 0..2 {
+            let d01 = (r[1][k] - r[0][k]) / m;
+            let d12 = (r[2][k] - r[1][k]) / (n - m);
+            c[k] = (d12 - d01) / n;
+            b[k] = d01 - m * c[k];
+        }
+        [r[0], b, c]
+    }
+
     /// The three Lagrange weights at `t` pixels from the first node.
     #[inline]
     fn weights(&self, t: f32) -> [f32; 3] {
@@ -245,9 +257,8 @@ impl Quad {
         }
     }
 
-    /// The interpolated source `(x, y)` pixels right of and below the cell's first pixel.
-    fn at(&self, g: &Grid, x: f32, y: f32) -> P {
-        let (lx, ly) = (self.x.weights(x), self.y.weights(y));
+    /// The interpolated source at the point with Lagrange weights `lx` across and `ly` down.
+    fn at(g: &Grid, lx: [f32; 3], ly: [f32; 3]) -> P {
         let mut p = [0.0f32; 2];
         for (j, row) in g.iter().enumerate() {
             for (i, w) in row.iter().enumerate() {
@@ -265,4 +276,60 @@ fn grid(a: usize, b: usize) -> Vec<usize> {
     let mut g: Vec<usize> = (a..b).step_by(CELL).collect();
     g.push(b);
     g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::geometry::{add, scale};
+
+    /// The rows' quadratics blended from the grid rows' coefficients trace the same sources as
+    /// each row's own quadratic through its interpolated nodes (what the cells did before).
+    #[test]
+    fn blended_row_coefficients_trace_each_rows_own_quadratic() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..2000 {
+            let (cw, ch) = (rng.usize(2..=16), rng.usize(2..=16));
+            let cell = Roi {
+                x0: 100,
+                y0: 50,
+                x1: 100 + cw,
+                y1: 50 + ch,
+            };
+            let quad = Quad::new(&cell, 100 + cw / 2, 50 + ch / 2);
+            let mut g = [[Warp {
+                src: [0.0; 2],
+                clear: 0.0,
+                still: false,
+            }; 3]; 3];
+            for (j, row) in g.iter_mut().enumerate() {
+                for (i, w) in row.iter_mut().enumerate() {
+                    let jitter = |r: &mut fastrand::Rng| 3.0 * (r.f32() - 0.5);
+                    w.src = [
+                        900.0 + 8.0 * i as f32 + jitter(&mut rng),
+                        700.0 + 8.0 * j as f32 + jitter(&mut rng),
+                    ];
+                }
+            }
+            let coef = g.map(|r| quad.x.powers([r[0].src, r[1].src, r[2].src]));
+            for y in 0..ch {
+                let ly = quad.y.weights(y as f32);
+                let node = |i: usize| -> P {
+                    let p = (0..3).map(|j| scale(g[j][i].src, ly[j]));
+                    p.fold([0.0; 2], add)
+                };
+                let own = quad.x.powers([node(0), node(1), node(2)]);
+                let blend = |t: usize| (0..3).map(|j| scale(coef[j][t], ly[j])).fold([0.0; 2], add);
+                for k in 0..cw {
+                    let k = k as f32;
+                    let at = |p: [P; 3]| add(add(p[0], scale(p[1], k)), scale(p[2], k * k));
+                    let (a, b) = (at(own), at([blend(0), blend(1), blend(2)]));
+                    assert!(
+                        (a[0] - b[0]).abs() < 1e-3 && (a[1] - b[1]).abs() < 1e-3,
+                        "{a:?} {b:?}"
+                    );
+                }
+            }
+        }
+    }
 }

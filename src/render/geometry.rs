@@ -35,8 +35,38 @@ pub(crate) fn mean(points: &[P]) -> P {
 /// Hermite smoothstep: 0 at or below `e0`, 1 at or above `e1`, C1 in between.
 #[inline]
 pub(crate) fn smoothstep(e0: f32, e1: f32, x: f32) -> f32 {
-    let t = ((x - e0) / (e1 - e0)).clamp(0.0, 1.0);
+    ramp((x - e0) / (e1 - e0))
+}
+
+/// [`smoothstep`] over `[0, 1]`: `ramp((x - e0) * k)` with `k = 1 / (e1 - e0)` worked out once
+/// is `smoothstep(e0, e1, x)` with a multiplication where it divides (per-pixel fades whose
+/// widths are fixed per portrait).
+#[inline]
+pub(crate) fn ramp(t: f32) -> f32 {
+    let t = t.clamp(0.0, 1.0);
     t * t * (3.0 - 2.0 * t)
+}
+
+/// A smoothstep whose edges are fixed per portrait, its reciprocal width worked out once: a
+/// per-pixel fade multiplies where [`smoothstep`] divides (equal to within rounding).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fade {
+    from: f32,
+    k: f32,
+}
+
+impl Fade {
+    pub fn new(e0: f32, e1: f32) -> Fade {
+        Fade {
+            from: e0,
+            k: 1.0 / (e1 - e0),
+        }
+    }
+
+    #[inline]
+    pub fn at(self, x: f32) -> f32 {
+        ramp((x - self.from) * self.k)
+    }
 }
 
 /// An orthonormal frame: `u` along the feature (left to right in the image), `v` = `u` turned
@@ -119,12 +149,33 @@ impl Curve {
 
     #[inline]
     pub fn at(&self, x: f32) -> f32 {
+        self.at_knot(self.knot(x))
+    }
+
+    /// Where `x` falls on this curve's grid. The mouth looks up half a dozen curves sampled on
+    /// one grid at the same abscissa for every pixel: one division then serves them all.
+    #[inline]
+    pub fn knot(&self, x: f32) -> Knot {
         let last = self.ys.len() - 1;
         let t = ((x - self.x0) / self.step).clamp(0.0, last as f32);
         let i = (t as usize).min(last - 1);
-        let f = t - i as f32;
-        self.ys[i] + (self.ys[i + 1] - self.ys[i]) * f
+        Knot { i, f: t - i as f32 }
     }
+
+    /// The value at a [`knot`](Self::knot) of a curve on the same grid: bit for bit
+    /// [`at`](Self::at) of the abscissa it was taken at.
+    #[inline]
+    pub fn at_knot(&self, k: Knot) -> f32 {
+        debug_assert!(k.i + 1 < self.ys.len(), "knot from a curve on another grid");
+        self.ys[k.i] + (self.ys[k.i + 1] - self.ys[k.i]) * k.f
+    }
+}
+
+/// A grid cell and the fraction across it (see [`Curve::knot`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Knot {
+    i: usize,
+    f: f32,
 }
 
 fn dedup_sorted(knots: &[P]) -> Vec<P> {
@@ -204,6 +255,34 @@ mod tests {
         }
         assert_eq!(c.at(-9.0), 0.0);
         assert_eq!(c.at(9.0), 0.0);
+    }
+
+    #[test]
+    fn a_shared_knot_reads_every_curve_of_the_grid_as_at_does() {
+        let a = Curve::sample(-1.6, 1.6, 257, |x| x * x - 0.3);
+        let b = a.map(|x, y| (3.0 * x).sin() + y);
+        for i in 0..=4000 {
+            let x = -2.0 + 0.001 * i as f32;
+            let k = a.knot(x);
+            assert_eq!(a.at_knot(k).to_bits(), a.at(x).to_bits(), "{x}");
+            assert_eq!(b.at_knot(k).to_bits(), b.at(x).to_bits(), "{x}");
+        }
+    }
+
+    #[test]
+    fn fades_and_ramps_with_a_reciprocal_are_smoothstep() {
+        for (e0, e1) in [(0.3f32, 1.0f32), (-2.0, 7.5), (12.0, 12.4), (5.0, -3.0)] {
+            let (fade, k) = (Fade::new(e0, e1), 1.0 / (e1 - e0));
+            for i in 0..=1000 {
+                let x = e0.min(e1) - 1.0 + ((e1 - e0).abs() + 2.0) * i as f32 / 1000.0;
+                let b = smoothstep(e0, e1, x);
+                for a in [fade.at(x), ramp((x - e0) * k)] {
+                    assert!((a - b).abs() < 1e-5, "{e0} {e1} {x}: {a} {b}");
+                }
+            }
+        }
+        assert_eq!(ramp(-3.0), 0.0);
+        assert_eq!(ramp(3.0), 1.0);
     }
 
     #[test]

@@ -250,8 +250,8 @@ impl FaceRig {
     }
 
     /// The same frame as [`render`](Self::render) with every pixel of the changing region shaded
-    /// exactly, nothing interpolated: the reference `render` is measured against, 2-2.5 times
-    /// slower on a close-up.
+    /// exactly, nothing interpolated: the reference `render` is measured against, about 3-3.5
+    /// times slower on a close-up.
     ///
     /// # Panics
     /// If `out` has the wrong length.

@@ -22,7 +22,7 @@
 mod colours;
 mod interior;
 
-use super::geometry::{Curve, Frame, P, mean, smoothstep};
+use super::geometry::{Curve, Fade, Frame, P, mean, ramp, smoothstep};
 use super::sample::{Rgb, mix, mul};
 use crate::lipsync::MouthPose;
 use colours::Colours;
@@ -74,6 +74,39 @@ pub(crate) struct MouthRig {
     reach: f32,
     top: f32,
     bottom: f32,
+    fades: Fades,
+}
+
+/// The fixed fades of [`MouthRig::locate`], so that a pixel multiplies where it would divide.
+#[derive(Debug, Clone)]
+struct Fades {
+    /// 1 / W.
+    inv_w: f32,
+    /// 1 / (0.8 W): the jaw's drop fading in below the new lower lip edge.
+    inv_jaw: f32,
+    /// The lips' vertical reach, over the distance above and below the mouth's centre.
+    above: Fade,
+    below: Fade,
+    /// Below the chin (over y'), and towards the jaw's sides (over |x'|).
+    chin: Fade,
+    jaw_side: Fade,
+    /// The closed lips' seam thinning towards the left and the right inner corner (over |s|).
+    seam: [Fade; 2],
+}
+
+impl Fades {
+    fn new(w: f32, centre: f32, nose: f32, chin: f32, corners: [f32; 2]) -> Fades {
+        let span = (centre - nose).max(0.5 * w);
+        Fades {
+            inv_w: 1.0 / w,
+            inv_jaw: 1.0 / (0.8 * w),
+            above: Fade::new(0.3 * span, span),
+            below: Fade::new(0.7 * 0.75 * w, 1.5 * 0.75 * w),
+            chin: Fade::new(chin - 0.2 * w, chin + w),
+            jaw_side: Fade::new(0.9 * w, 2.0 * w),
+            seam: corners.map(|e| Fade::new(0.6 * e, e)),
+        }
+    }
 }
 
 /// Where one destination pixel comes from (see [`MouthRig::locate`]).
@@ -188,6 +221,7 @@ impl MouthRig {
             reach: REACH * w,
             top: nose - 1.0,
             bottom: chin + 1.05 * w,
+            fades: Fades::new(w, centre, nose, chin, [-s_left, s_right]),
         }
     }
 
@@ -350,12 +384,14 @@ impl MouthRig {
         // Vertically it fades out before the chin and, over the whole upper lip, at the nose
         // base, so the face's outline stays put and the smile folds bend gently instead of
         // kinking at the corners.
+        let fades = &self.fades;
         let dy = y - self.centre;
-        let v = if dy < 0.0 {
-            1.0 - smoothstep(0.3, 1.0, -dy / (self.centre - self.nose).max(0.5 * w))
-        } else {
-            1.0 - smoothstep(0.7, 1.5, dy / (0.75 * w))
-        };
+        let v = 1.0
+            - if dy < 0.0 {
+                fades.above.at(-dy)
+            } else {
+                fades.below.at(dy)
+            };
         // Rounded lips lose the portrait's smile (or frown): the corners move towards the
         // seam's height, most at the corners, fading out over the cheek and towards the nose
         // and the chin. This comes first, so the lips and the opening move together.
@@ -372,16 +408,18 @@ impl MouthRig {
         } else {
             y
         };
-        let a = x.abs() / w;
+        let a = x.abs() * fades.inv_w;
         let scaled = if a <= k * c {
             a / k
         } else {
             a + (1.0 - k) * c * (1.0 - smoothstep(k * c, k * c + fade, a))
         };
-        let xs = x.signum() * w * (a + (scaled - a) * v);
-        let s = xs / w;
-        let ud = f.ud.at(s);
-        let ld = f.ld.at(s);
+        let s = x.signum() * (a + (scaled - a) * v);
+        let xs = s * w;
+        // Every curve of the rig and the frame shares one grid: one look-up position for all.
+        let kn = f.ud.knot(s);
+        let ud = f.ud.at_knot(kn);
+        let ld = f.ld.at_knot(kn);
         // Above the lip line the upper lip moves, fading out at the nose base; below it the
         // lower lip moves with its own profile near the lip, with the jaw further down, fading
         // out below the chin and towards the jaw's sides.
@@ -389,7 +427,7 @@ impl MouthRig {
         // up to 30 % of its thickness (the lip is stretched, the skin beyond it shifted).
         let pout = 0.3 * f.round;
         let ys = if y <= 0.5 * (ud + ld) {
-            let thick = self.up_thick.at(s).max(0.5);
+            let thick = self.up_thick.at_knot(kn).max(0.5);
             let outer = ud - thick;
             let fuller = pout
                 * thick
@@ -398,21 +436,21 @@ impl MouthRig {
                 } else {
                     1.0 - smoothstep(outer, ud, y)
                 };
-            y - f.du.at(s) * smoothstep(self.nose, ud, y) + fuller
+            y - f.du.at_knot(kn) * smoothstep(self.nose, ud, y) + fuller
         } else {
-            let beta = smoothstep(ld, ld + 0.8 * w, y);
-            let lat = 1.0 - smoothstep(0.9 * w, 2.0 * w, xs.abs());
-            let gamma = 1.0 - smoothstep(self.chin - 0.2 * w, self.chin + w, y);
-            let shift = (f.dl.at(s) + (f.jaw * lat - f.dl.at(s)) * beta) * gamma;
-            let thick = self.lo_thick.at(s).max(0.5);
-            let tuck = f.tuck.at(s) - pout * thick;
+            let beta = ramp((y - ld) * fades.inv_jaw);
+            let lat = 1.0 - fades.jaw_side.at(xs.abs());
+            let gamma = 1.0 - fades.chin.at(y);
+            let dl = f.dl.at_knot(kn);
+            let shift = (dl + (f.jaw * lat - dl) * beta) * gamma;
+            let thick = self.lo_thick.at_knot(kn).max(0.5);
+            let tuck = f.tuck.at_knot(kn) - pout * thick;
             y - shift + tuck * smoothstep(ld, ld + thick, y) * gamma
         };
         // The opening between the new edges; closed lips keep a thin dark seam (a minimum
         // opening that fades out at the corners) instead of a hard line.
         let inside = s > self.s_left && s < self.s_right;
-        let edge = if s < 0.0 { -self.s_left } else { self.s_right };
-        let seam = 0.5 * (1.0 - smoothstep(0.6 * edge, edge, s.abs()));
+        let seam = 0.5 * (1.0 - fades.seam[usize::from(s >= 0.0)].at(s.abs()));
         let (top, bot) = if inside && ld - ud < seam {
             let m = 0.5 * (ud + ld);
             (m - 0.5 * seam, m + 0.5 * seam)
