@@ -373,6 +373,25 @@ struct Timed {
     run_share: f64,
 }
 
+/// Speaks every batch of `plan` once; the samples made.
+fn speak_plan(
+    voice: &mut GpuVoice,
+    held: &[&Sentence],
+    plan: &[Vec<usize>],
+    scales: Scales,
+) -> Result<usize> {
+    let mut samples = 0;
+    for b in plan {
+        let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
+        samples += voice
+            .synthesize(&refs, scales, 0)?
+            .iter()
+            .map(|r| r.pcm.len())
+            .sum::<usize>();
+    }
+    Ok(samples)
+}
+
 /// Runs `f` between the CUDA profiler's start and stop when `mark` is set.
 fn marked<T>(mark: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
     use cudarc::driver::sys;
@@ -410,16 +429,7 @@ fn time_passes(
         let before = voice.exec.run_seconds;
         let t = Instant::now();
         samples = marked(mark && pass == passes, || {
-            let mut samples = 0;
-            for b in plan {
-                let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
-                samples += voice
-                    .synthesize(&refs, scales, 0)?
-                    .iter()
-                    .map(|r| r.pcm.len())
-                    .sum::<usize>();
-            }
-            Ok(samples)
+            speak_plan(voice, held, plan, scales)
         })?;
         if pass > 0 {
             times.push(t.elapsed().as_secs_f64());
@@ -449,16 +459,7 @@ fn profile_pass(
     rate: f64,
 ) -> Result<Vec<Value>> {
     voice.exec.profile = Some(HashMap::new());
-    let mut samples = 0usize;
-    for b in plan {
-        let refs: Vec<&[i64]> = b.iter().map(|&i| held[i].ids.as_slice()).collect();
-        samples += voice
-            .synthesize(&refs, scales, 0)?
-            .iter()
-            .map(|r| r.pcm.len())
-            .sum::<usize>();
-    }
-    let audio_s = samples as f64 / rate;
+    let audio_s = speak_plan(voice, held, plan, scales)? as f64 / rate;
     let mut kinds: Vec<(String, ProfileEntry)> = voice
         .exec
         .profile
