@@ -147,8 +147,9 @@ pub enum EngineAction {
         /// printed [default: the engine's path: GEMM, or cuDNN with TALKER_CUDA_CONV=cudnn].
         #[arg(long, value_enum, value_name = "gemm|cudnn|both")]
         conv: Option<ConvArg>,
-        /// Bracket the last timed pass of the largest batch size with the CUDA profiler's start
-        /// and stop, so `ncu --profile-from-start off` times every kernel of that pass alone.
+        /// Bracket the last timed pass of the largest batch size (of the last convolution path
+        /// and graphs mode timed) with the CUDA profiler's start and stop, so
+        /// `ncu --profile-from-start off` times every kernel of that pass alone.
         #[arg(long)]
         mark: bool,
     },

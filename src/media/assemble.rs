@@ -64,7 +64,8 @@ pub fn write_mp4(
 }
 
 /// Builds `output` from `chunks`; see the module header for what is guaranteed. `stop` set
-/// (SIGINT/SIGTERM) ends it within a packet with [`MediaError::Cancelled`] and no output.
+/// (SIGINT/SIGTERM) ends it with [`MediaError::Cancelled`] and no output: within a packet, or,
+/// where the audio track's encoding is behind the copy, once that encoding has caught up.
 /// `audio` is handed the chunks it lacks (its encoding goes on while the chunks are checked).
 pub fn assemble(
     chunks: &[ChunkRef],

@@ -56,6 +56,7 @@ pub(crate) struct Fade {
 }
 
 impl Fade {
+    /// The fade from 0 at `e0` to 1 at `e1` (as `smoothstep(e0, e1, x)`).
     pub fn new(e0: f32, e1: f32) -> Fade {
         Fade {
             from: e0,
@@ -63,6 +64,7 @@ impl Fade {
         }
     }
 
+    /// The fade's value at `x`.
     #[inline]
     pub fn at(self, x: f32) -> f32 {
         ramp((x - self.from) * self.k)

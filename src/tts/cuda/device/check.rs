@@ -520,9 +520,11 @@ pub fn bench(
         );
         let mut runs = Vec::new();
         let mut medians = Vec::new();
-        for (&path, &mode) in convs
+        let combinations = convs.len() * graphs.runs().len();
+        for (k, (&path, &mode)) in convs
             .iter()
             .flat_map(|c| graphs.runs().iter().map(move |g| (c, g)))
+            .enumerate()
         {
             let on = mode != GraphMode::Off;
             voice.exec.set_conv_path(path)?;
@@ -533,7 +535,7 @@ pub fn bench(
                 &held,
                 &plan,
                 scales,
-                (passes.max(1), mark && n == largest),
+                (passes.max(1), mark && n == largest && k + 1 == combinations),
             )?;
             let after = voice.exec.graph_stats();
             let audio_s = t.samples as f64 / rate;
