@@ -1,11 +1,13 @@
 //! Would FP16 activations keep the CUDA engine's FP16 audio above its 30 dB gate? The host
 //! executor of the FP16 plan (FP16 GEMM operands, as the engine runs them) against ONNX Runtime
-//! on the CPU, once as the engine stores activations today (FP32) and once with the outputs of
-//! every step of a part of the model rounded to FP16 as they are stored (what an engine keeping
-//! those activations in FP16 would compute), sentence by sentence at batch 1.
+//! on the CPU: with FP32 activations, with the outputs of every step of a part of the model
+//! rounded to FP16 as they are stored, and with the values the engine stores as FP16
+//! (`precision::half_activations`, which the host executor rounds as the device does), sentence
+//! by sentence at batch 1.
 //!
-//! `cargo run --release --example fp16_activations -- [IDS_FILE] [SENTENCES]`
-//! (default tests/data/gpu/ids.json and its first 24 held-out sentences); JSON on stdout.
+//! `cargo run --release --example fp16_activations -- [IDS_FILE] [SENTENCES] [VARIANTS]`
+//! (default tests/data/gpu/ids.json, its first 24 held-out sentences, every variant; VARIANTS
+//! picks some by index, e.g. `3` or `0,3`); JSON on stdout.
 
 use std::error::Error;
 use std::path::Path;
@@ -47,18 +49,30 @@ fn main() -> Result<(), Box<dyn Error>> {
             .filter(|&i| prefixes.iter().any(|p| plan.steps[i].name.starts_with(p)))
             .collect()
     };
-    let variants: [(&str, Vec<usize>); 3] = [
-        ("fp32 activations (the engine today)", Vec::new()),
-        ("decoder activations fp16", part(&["/dec/"])),
+    let mut marked = plan.clone();
+    precision::half_activations(&mut marked);
+    let variants: [(&str, &Plan, Vec<usize>); 4] = [
+        ("fp32 activations", &plan, Vec::new()),
+        ("decoder activations fp16", &plan, part(&["/dec/"])),
         (
             "flow and decoder activations fp16",
+            &plan,
             part(&["/dec/", "/flow/"]),
+        ),
+        (
+            "the engine's fp16 activations (precision::half_activations)",
+            &marked,
+            Vec::new(),
         ),
     ];
 
+    let picked: Vec<usize> = match args.get(3) {
+        Some(list) => list.split(',').map(str::parse).collect::<Result<_, _>>()?,
+        None => (0..variants.len()).collect(),
+    };
     let mut rows = Vec::new();
-    for (name, steps) in &variants {
-        let mut exec = HostExecutor::new(&plan, 0);
+    for (name, plan, steps) in picked.iter().filter_map(|&i| variants.get(i)) {
+        let mut exec = HostExecutor::new(plan, 0);
         exec.stored_f16 = steps.iter().copied().collect();
         let (mut snrs, mut same_durations) = (Vec::new(), 0);
         for s in held {
@@ -71,7 +85,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         snrs.sort_by(f64::total_cmp);
         rows.push(serde_json::json!({
-            "variant": name, "steps_stored_fp16": steps.len(), "sentences": held.len(),
+            "variant": name, "steps_stored_fp16": steps.len(),
+            "values_marked_fp16": plan.values.iter().filter(|v| v.half).count(),
+            "sentences": held.len(),
             "durations_identical": same_durations, "snr_db_min": snrs[0],
             "snr_db_p5": snrs[snrs.len() / 20], "snr_db_median": snrs[snrs.len() / 2],
             "gate_30_db": snrs[0] >= 30.0,

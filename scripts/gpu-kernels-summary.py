@@ -82,6 +82,10 @@ def compares(docs, names):
     for n in names[1:]:
         doc = last_json(docs.get(f"compare-{n}-vs-{names[0]}"))
         print(f"== audio of {n} against {names[0]}: {json.dumps(doc)[:400] if doc else 'not run'}")
+    for n in names:
+        doc = last_json(docs.get(f"gates-{n}"))
+        if doc:
+            print(f"== gates of {n} against ONNX Runtime CPU: {json.dumps(doc)[:400]}")
 
 
 def profiles(docs, names):

@@ -158,12 +158,49 @@ fn every_convolution_of_the_voice_maps_onto_cudnn_descriptors() {
     );
 }
 
+/// The FP16 engine's plan stores the decoder's activations as FP16 and nothing else: the text
+/// encoder, duration predictor and flow keep FP32, as do the graph's outputs; the FP32 engine
+/// marks none. The marks pass the check an engine file's plan gets when it is read.
+#[test]
+fn an_fp16_engine_stores_only_decoder_activations_as_fp16() {
+    use talker::tts::cuda::device::build::engine_plan;
+    use talker::tts::cuda::program::op::Precision;
+
+    let bytes = std::fs::read(default_voice().model).unwrap();
+    let base = Plan::build(&Model::parse(&bytes).unwrap()).unwrap();
+    let (fp32, _, none) = engine_plan(base.clone(), Precision::F32, &Default::default());
+    assert_eq!(none, 0);
+    assert!(fp32.values.iter().all(|v| !v.half));
+    let (plan, counts, marked) = engine_plan(base, Precision::F16, &Default::default());
+    plan.validate().unwrap();
+    assert_eq!(marked, plan.values.iter().filter(|v| v.half).count());
+    // Every step of the decoder's conv stack writes one activation: far more than a handful.
+    assert!(
+        marked > 40 && counts.f16 > 40,
+        "{marked} marked, {counts:?}"
+    );
+    for s in &plan.steps {
+        for &v in &s.outputs {
+            assert!(
+                !plan.values[v].half || s.name.starts_with("/dec/"),
+                "{} outside the decoder marked FP16",
+                s.name
+            );
+        }
+    }
+    let o = plan.outputs;
+    assert!(
+        [o.audio, o.durations, o.frames]
+            .iter()
+            .all(|&v| !plan.values[v].half)
+    );
+}
+
 #[test]
 fn every_kernel_the_engine_loads_compiles_under_nvrtc() {
-    use talker::tts::cuda::device::build::compile;
+    use talker::tts::cuda::device::build::{compile, engine_plan};
     use talker::tts::cuda::device::kernels::{kernel_names, module_source};
     use talker::tts::cuda::program::op::Precision;
-    use talker::tts::cuda::program::precision;
 
     let dir = std::env::var("TALKER_TEST_NVRTC").unwrap_or_else(|_| {
         panic!(
@@ -191,10 +228,9 @@ fn every_kernel_the_engine_loads_compiles_under_nvrtc() {
     let base = Plan::build(&Model::parse(&bytes).unwrap()).unwrap();
     let mut compiled = Vec::new();
     for p in [Precision::F32, Precision::F16] {
-        let mut plan = base.clone();
-        precision::assign(&mut plan, p, &Default::default());
+        let (plan, _, _) = engine_plan(base.clone(), p, &Default::default());
         let (src, fused) = module_source(&plan);
-        // The precisions share one source today (the fixed kernels cover every precision).
+        // Precisions whose plans generate the same source compile once.
         if compiled.contains(&src) {
             continue;
         }

@@ -84,6 +84,9 @@ pub struct Header {
     /// rather than run the old code. Engines from before the field read as empty.
     #[serde(default)]
     pub kernels_sha256: String,
+    /// Decoder activations stored as FP16 (`precision::half_activations`; 0 before them).
+    #[serde(default)]
+    pub fp16_activations: usize,
 }
 
 /// Why an engine cannot be used here.
@@ -494,6 +497,7 @@ mod tests {
             kernels: 3,
             conv: ConvPath::Cudnn,
             kernels_sha256: "cd".repeat(32),
+            fp16_activations: 1,
         }
     }
 
@@ -502,6 +506,7 @@ mod tests {
         let v = |name: &str, dtype| Value {
             name: name.into(),
             dtype,
+            half: false,
         };
         let spec = |p| ConvSpec {
             precision: p,

@@ -41,8 +41,8 @@ pub struct HostExecutor<'p> {
     /// Matrix work of every run so far, counted at the shapes each step saw.
     pub work: Work,
     /// Steps whose float outputs are rounded to FP16 as they are stored: what an engine that
-    /// keeps those activations in FP16 would compute, measured before one is built
-    /// (`examples/fp16_activations.rs`).
+    /// kept those activations in FP16 would compute (`examples/fp16_activations.rs`). Values the
+    /// plan marks FP16 (`Value::half`) are rounded always, as the device stores them.
     pub stored_f16: HashSet<usize>,
 }
 
@@ -90,12 +90,11 @@ impl<'p> HostExecutor<'p> {
                 obs(index, x);
             }
             let mut outs = ops::run(&step.op, &ins, &mut self.rng).map_err(fail)?;
-            if self.stored_f16.contains(&index) {
-                for t in &mut outs {
-                    if let Data::F32(v) = &mut t.data {
-                        v.iter_mut()
-                            .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
-                    }
+            let all_f16 = self.stored_f16.contains(&index);
+            for (t, &v) in outs.iter_mut().zip(&step.outputs) {
+                if let (true, Data::F32(v)) = (all_f16 || plan.values[v].half, &mut t.data) {
+                    v.iter_mut()
+                        .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
                 }
             }
             let shapes: Vec<Option<&[usize]>> =

@@ -18,8 +18,9 @@ use crate::tts::batch::DEFAULT_EDGES;
 use crate::tts::cuda::engine::{EngineError, EngineFile, Expect, FORMAT, Header, engine_path};
 use crate::tts::cuda::io::{Feed, split};
 use crate::tts::cuda::onnx::Model;
+use crate::tts::cuda::program::Plan;
 use crate::tts::cuda::program::op::Precision;
-use crate::tts::cuda::program::{Plan, precision};
+use crate::tts::cuda::program::precision::{self, PrecisionCounts};
 use crate::tts::cuda::quant;
 use crate::tts::voice::{Scales, VoiceConfig, VoiceFiles};
 use crate::tts::{Backend, RawSpeech, SpeechError};
@@ -104,6 +105,23 @@ pub struct BuildReport {
     pub bytes: usize,
 }
 
+/// The plan an engine of `precision` runs, from the voice's plan: each convolution's precision
+/// (INT8 where `amax` calibrated it) and, in an FP16 engine, the decoder's activations stored as
+/// FP16. Also gives the convolutions per precision and the FP16 activations' count.
+pub fn engine_plan(
+    mut plan: Plan,
+    precision: Precision,
+    amax: &HashMap<usize, f32>,
+) -> (Plan, PrecisionCounts, usize) {
+    let counts = precision::assign(&mut plan, precision, amax);
+    let half = if precision == Precision::F16 {
+        precision::half_activations(&mut plan)
+    } else {
+        0
+    };
+    (plan, counts, half)
+}
+
 /// Builds the engine for `gpu` and writes it under `opts.dir`.
 pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, GpuError> {
     let other = |e: String| GpuError::Other(e);
@@ -161,8 +179,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
     (opts.on_step)(2);
     drop(gpu);
 
-    let mut plan = base;
-    let counts = precision::assign(&mut plan, opts.precision, &amax);
+    let (plan, counts, fp16_activations) = engine_plan(base, opts.precision, &amax);
     let int8_layers = plan
         .steps
         .iter()
@@ -206,6 +223,7 @@ pub fn build_engine(gpu: Gpu, opts: &BuildOptions<'_>) -> Result<BuildReport, Gp
         kernels: kernels.len(),
         conv,
         kernels_sha256: source_sha256(&src),
+        fp16_activations,
     };
     let file = EngineFile {
         header: header.clone(),

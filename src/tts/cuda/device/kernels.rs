@@ -12,8 +12,8 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::tts::cuda::program::Plan;
 use crate::tts::cuda::program::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
+use crate::tts::cuda::program::{Plan, Value};
 use crate::tts::cuda::tensor::DType;
 
 /// Highest tensor rank the kernels index (Piper's graphs use at most 5); the kernel source's
@@ -54,6 +54,12 @@ __device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f
 inline unsigned short f2h(float f) { _Float16 h = (_Float16)f; unsigned short u; __builtin_memcpy(&u, &h, 2); return u; }
 inline float h2f(unsigned short u) { _Float16 h; __builtin_memcpy(&h, &u, 2); return (float)h; }
 #endif
+// Reads and writes of an activation in its storage type (FP16 decoder activations, FP32 otherwise):
+// the maths is FP32 either way.
+__device__ __forceinline__ float ldf(float v) { return v; }
+__device__ __forceinline__ float ldf(unsigned short h) { return h2f(h); }
+__device__ __forceinline__ void stf(float* p, float v) { *p = v; }
+__device__ __forceinline__ void stf(unsigned short* p, float v) { *p = f2h(v); }
 __device__ __forceinline__ signed char f2q(float v, float inv) { int q = __float2int_rn(v * inv); q = q > 127 ? 127 : (q < -127 ? -127 : q); return (signed char)q; }
 // Offset of element i (< the element count of d) through strides s: the outermost coordinate
 // is what is left of i, so it needs no division.
@@ -186,27 +192,28 @@ extern "C" __global__ void softmax_f32(i64 n, float* out, const float* in, i64 d
   }
 }
 // Convolution operand: rows (ci, k) by columns t ("nn", [b][ci*K+k][t]) or transposed ("tn", [b][t][ci*K+k]).
-template <typename I> __device__ __forceinline__ float im2col_load(I i, const float* x, I rows, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn) {
+template <typename I, typename X> __device__ __forceinline__ float im2col_load(I i, const X* x, I rows, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn) {
   I b; I row; I t;
   if (tn) { I q = i / rows; row = i - q * rows; b = q / t_out; t = q - b * t_out; }
   else { I q = i / t_out; t = i - q * t_out; b = q / rows; row = q - b * rows; }
   I ci = row / k; I kk = row - ci * k; I p = t * stride + kk * dil - pad;
-  return (p >= 0 && p < t_in) ? x[(b * cin + ci) * t_in + p] : 0.f;
+  return (p >= 0 && p < t_in) ? ldf(x[(b * cin + ci) * t_in + p]) : 0.f;
 }
-#define IM2COL(NAME, OUT_T, CONVERT) \
-template <typename I> __device__ __forceinline__ void NAME##_at(I n, OUT_T* col, const float* x, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn, float inv) { \
+#define IM2COL(NAME, IN_T, OUT_T, CONVERT) \
+template <typename I> __device__ __forceinline__ void NAME##_at(I n, OUT_T* col, const IN_T* x, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn, float inv) { \
   I rows = cin * k; float vs[UNROLL]; \
   UNROLLED(I, n, vs[u] = im2col_load(i, x, rows, cin, t_in, k, t_out, stride, dil, pad, tn);, float v = vs[u]; col[i] = CONVERT;) \
 } \
-extern "C" __global__ void NAME(i64 n, OUT_T* col, const float* x, i64 cin, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad, int tn, float inv) { \
+extern "C" __global__ void NAME(i64 n, OUT_T* col, const IN_T* x, i64 cin, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad, int tn, float inv) { \
   if (n <= 0) return; \
   if (n <= TALKER_NARROW_MAX && n / (k * t_out) * t_in <= TALKER_NARROW_MAX) \
     NAME##_at<int>((int)n, col, x, (int)cin, (int)t_in, (int)k, (int)t_out, (int)stride, (int)dil, (int)pad, tn, inv); \
   else NAME##_at<i64>(n, col, x, cin, t_in, k, t_out, stride, dil, pad, tn, inv); \
 }
-IM2COL(im2col_f32, float, v)
-IM2COL(im2col_f16, unsigned short, f2h(v))
-IM2COL(im2col_i8, signed char, f2q(v, inv))
+IM2COL(im2col_f32, float, float, v)
+IM2COL(im2col_f16, float, unsigned short, f2h(v))
+IM2COL(im2col_f16_h, unsigned short, unsigned short, f2h(v))
+IM2COL(im2col_i8, float, signed char, f2q(v, inv))
 // ConvTranspose: z is [b][cout*k][t_in]; out[b][co][o] sums the taps that land on o, in the
 // order of kk. Undilated (the vocoder's upsamplers), the taps are every stride-th kk from
 // (o + pad) % stride, so one division finds them all.
@@ -225,16 +232,19 @@ template <typename I> __device__ __forceinline__ float col2im_sum(I i, const flo
   }
   return acc;
 }
-template <typename I> __device__ __forceinline__ void col2im_at(I n, float* out, const float* z, I k, I t_in, I t_out, I stride, I dil, I pad) {
+template <typename I, typename O> __device__ __forceinline__ void col2im_at(I n, O* out, const float* z, I k, I t_in, I t_out, I stride, I dil, I pad) {
   float acc[UNROLL];
-  UNROLLED(I, n, acc[u] = col2im_sum(i, z, k, t_in, t_out, stride, dil, pad);, out[i] = acc[u];)
+  UNROLLED(I, n, acc[u] = col2im_sum(i, z, k, t_in, t_out, stride, dil, pad);, stf(out + i, acc[u]);)
 }
-extern "C" __global__ void col2im_f32(i64 n, float* out, const float* z, i64 cout, i64 k, i64 t_in, i64 t_out, i64 stride, i64 dil, i64 pad) {
-  if (n <= 0) return;
-  if (n <= TALKER_NARROW_MAX && n / t_out * k * t_in <= TALKER_NARROW_MAX)
-    col2im_at<int>((int)n, out, z, (int)k, (int)t_in, (int)t_out, (int)stride, (int)dil, (int)pad);
-  else col2im_at<i64>(n, out, z, k, t_in, t_out, stride, dil, pad);
+#define COL2IM(NAME, OUT_T) \
+extern "C" __global__ void NAME(i64 n, OUT_T* out, const float* z, i64 cout, i64 k, i64 t_in, i64 t_out, i64 stride, i64 dil, i64 pad) { \
+  if (n <= 0) return; \
+  if (n <= TALKER_NARROW_MAX && n / t_out * k * t_in <= TALKER_NARROW_MAX) \
+    col2im_at<int, OUT_T>((int)n, out, z, (int)k, (int)t_in, (int)t_out, (int)stride, (int)dil, (int)pad); \
+  else col2im_at<i64, OUT_T>(n, out, z, k, t_in, t_out, stride, dil, pad); \
 }
+COL2IM(col2im_f32, float)
+COL2IM(col2im_f16, unsigned short)
 // FP16 to FP32 (a cuDNN FP16 convolution's output, widened for the next step).
 extern "C" __global__ void half_to_f32(i64 n, float* out, const unsigned short* in) { LOOP(n) { out[i] = h2f(in[i]); } }
 // INT8 accumulators to floats: row r of each item has weight scale ws[r / rows_per_scale].
@@ -276,6 +286,35 @@ fn mem_type(t: DType) -> &'static str {
         DType::F32 => "float",
         DType::I64 => "i64",
         DType::Bool => "u8",
+    }
+}
+
+/// How a fused kernel's input or output is stored: its type, and for floats whether as FP16 bits
+/// (a decoder activation, [`crate::tts::cuda::program::Value::half`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub dtype: DType,
+    pub half: bool,
+}
+
+impl Stored {
+    pub fn plain(dtype: DType) -> Stored {
+        Stored { dtype, half: false }
+    }
+
+    pub fn of(v: &Value) -> Stored {
+        Stored {
+            dtype: v.dtype,
+            half: v.half,
+        }
+    }
+
+    fn mem(self) -> &'static str {
+        if self.half {
+            "unsigned short"
+        } else {
+            mem_type(self.dtype)
+        }
     }
 }
 
@@ -366,17 +405,21 @@ fn expr(op: Ew, a: &[String], types: &[DType], out: DType) -> String {
 /// `I`, 32-bit where the element count allows, and the `extern "C"` entry that picks it. Each
 /// thread loads its `UNROLL` elements' inputs first (the coordinates of a broadcast element are
 /// divided out once for all inputs), then runs the program on them and stores.
-pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
-    let out_t = f.instrs.last().map_or(DType::F32, |i| i.dtype);
-    let ins = 0..input_types.len();
+pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) -> String {
+    let input_types: Vec<DType> = inputs.iter().map(|s| s.dtype).collect();
+    let out_t = Stored {
+        dtype: f.instrs.last().map_or(DType::F32, |i| i.dtype),
+        half: half_out,
+    };
+    let ins = 0..inputs.len();
     let each =
         |f: &dyn Fn(usize) -> String, sep: &str| ins.clone().map(f).collect::<Vec<_>>().join(sep);
     let params = each(
-        &|i| format!(", const {}* in{i}, Strides s{i}", mem_type(input_types[i])),
+        &|i| format!(", const {}* in{i}, Strides s{i}", inputs[i].mem()),
         "",
     );
     let args = each(&|i| format!(", in{i}, s{i}"), "");
-    let out = mem_type(out_t);
+    let out = out_t.mem();
     let registers = each(
         &|i| format!("{} a{i}[UNROLL]; ", c_type(input_types[i])),
         "",
@@ -395,18 +438,20 @@ pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
         &|i| {
             if input_types[i] == DType::Bool {
                 format!("a{i}[u] = (in{i}[o{i}] != 0);")
+            } else if inputs[i].half {
+                format!("a{i}[u] = h2f(in{i}[o{i}]);")
             } else {
                 format!("a{i}[u] = in{i}[o{i}];")
             }
         },
         " ",
     ));
-    let compute = fused_program(f, input_types);
+    let compute = fused_program(f, &input_types, half_out);
     let entry = each(
         &|i| {
             format!(
                 ", const {}* in{i}, Strides s{i}, int dense{i}",
-                mem_type(input_types[i])
+                inputs[i].mem()
             )
         },
         "",
@@ -418,7 +463,7 @@ pub fn fused_kernel(f: &Fused, input_types: &[DType], name: &str) -> String {
 }
 
 /// The program of a fused kernel on one element (its inputs in `a<k>[u]`), ending in the store.
-fn fused_program(f: &Fused, input_types: &[DType]) -> String {
+fn fused_program(f: &Fused, input_types: &[DType], half_out: bool) -> String {
     let mut s = String::new();
     let mut temp_types: Vec<DType> = Vec::new();
     for (k, ins) in f.instrs.iter().enumerate() {
@@ -455,6 +500,8 @@ fn fused_program(f: &Fused, input_types: &[DType]) -> String {
     let last = f.instrs.len().saturating_sub(1);
     if f.instrs.last().map(|i| i.dtype) == Some(DType::Bool) {
         let _ = write!(s, "out[i] = (u8)t{last};");
+    } else if half_out {
+        let _ = write!(s, "out[i] = f2h(t{last});");
     } else {
         let _ = write!(s, "out[i] = t{last};");
     }
@@ -487,8 +534,10 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
         "softmax_f32",
         "im2col_f32",
         "im2col_f16",
+        "im2col_f16_h",
         "im2col_i8",
         "col2im_f32",
+        "col2im_f16",
         "half_to_f32",
         "dequant_i32",
         "dwconv_f32",
@@ -529,12 +578,13 @@ pub fn module_source(plan: &Plan) -> (String, HashMap<usize, String>) {
     let mut names = HashMap::new();
     for (i, step) in plan.steps.iter().enumerate() {
         let Op::Fused(f) = &step.op else { continue };
-        let types: Vec<DType> = step
+        let types: Vec<Stored> = step
             .inputs
             .iter()
-            .map(|v| v.map_or(DType::F32, |v| plan.values[v].dtype))
+            .map(|v| v.map_or(Stored::plain(DType::F32), |v| Stored::of(&plan.values[v])))
             .collect();
-        let body = fused_kernel(f, &types, "KERNEL");
+        let half_out = step.outputs.first().is_some_and(|&o| plan.values[o].half);
+        let body = fused_kernel(f, &types, half_out, "KERNEL");
         let next = format!("ew{}", by_code.len());
         let name = by_code.entry(body.clone()).or_insert_with(|| {
             src.push_str(&body.replace("KERNEL", &next));
@@ -565,7 +615,12 @@ mod tests {
                 ),
             ],
         };
-        let code = fused_kernel(&f, &[DType::F32, DType::Bool], "k");
+        let code = fused_kernel(
+            &f,
+            &[Stored::plain(DType::F32), Stored::plain(DType::Bool)],
+            false,
+            "k",
+        );
         assert!(code.contains("void k(i64 n, Dims d, float* out, const float* in0, Strides s0, int dense0, const u8* in1"), "{code}");
         assert!(
             code.contains("float a0[UNROLL]; bool a1[UNROLL];")
@@ -609,7 +664,7 @@ mod tests {
                 },
             ],
         };
-        let code = fused_kernel(&f, &[DType::I64], "k");
+        let code = fused_kernel(&f, &[Stored::plain(DType::I64)], false, "k");
         assert!(
             code.contains("i64 t0 = (((i64)2LL) == 0 ? (i64)0 : a0[u] / ((i64)2LL));"),
             "{code}"

@@ -117,11 +117,18 @@ pub struct DevTensor {
     pub buf: Rc<DevBuf>,
     pub shape: Vec<usize>,
     pub dtype: DType,
+    /// An F32 tensor stored as FP16 bits (a decoder activation, `Value::half`).
+    pub half: bool,
 }
 
 impl DevTensor {
     pub fn ptr(&self) -> CUdeviceptr {
         self.buf.ptr
+    }
+
+    /// Bytes per element as stored.
+    pub fn elem_size(&self) -> usize {
+        if self.half { 2 } else { self.dtype.size() }
     }
 
     pub fn len(&self) -> usize {
@@ -137,6 +144,7 @@ impl DevTensor {
             buf: Rc::clone(&self.buf),
             shape,
             dtype: self.dtype,
+            half: self.half,
         }
     }
 }
@@ -159,7 +167,40 @@ pub(crate) fn alloc(stream: CUstream, bytes: usize) -> Result<Rc<DevBuf>, GpuErr
 
 pub fn empty(stream: CUstream, dtype: DType, shape: Vec<usize>) -> Result<DevTensor, GpuError> {
     let buf = alloc(stream, numel(&shape) * dtype.size())?;
-    Ok(DevTensor { buf, shape, dtype })
+    Ok(DevTensor {
+        buf,
+        shape,
+        dtype,
+        half: false,
+    })
+}
+
+/// An F32 tensor stored as FP16 (`half`) or as FP32.
+pub fn empty_f32(stream: CUstream, shape: Vec<usize>, half: bool) -> Result<DevTensor, GpuError> {
+    if !half {
+        return empty(stream, DType::F32, shape);
+    }
+    Ok(DevTensor {
+        buf: alloc(stream, numel(&shape) * 2)?,
+        shape,
+        dtype: DType::F32,
+        half: true,
+    })
+}
+
+/// `t` (F32) uploaded as FP16 bits.
+pub fn upload_half(stream: CUstream, t: &Tensor) -> Result<DevTensor, GpuError> {
+    let v = t.as_f32().map_err(|e| GpuError::Other(e.0))?;
+    let bytes: Vec<u8> = v
+        .iter()
+        .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
+        .collect();
+    Ok(DevTensor {
+        buf: upload_bytes(stream, &bytes)?,
+        shape: t.shape.clone(),
+        dtype: DType::F32,
+        half: true,
+    })
 }
 
 /// Raw bytes of a host tensor as the device stores it.
@@ -186,12 +227,18 @@ pub fn upload(stream: CUstream, t: &Tensor) -> Result<DevTensor, GpuError> {
         buf: upload_bytes(stream, &host_bytes(t))?,
         shape: t.shape.clone(),
         dtype: t.dtype(),
+        half: false,
     })
 }
 
 /// A dense copy of `t` in a new buffer (stream-ordered).
 pub(crate) fn copy(stream: CUstream, t: &DevTensor) -> Result<DevTensor, GpuError> {
-    let out = empty(stream, t.dtype, t.shape.clone())?;
+    let out = DevTensor {
+        buf: alloc(stream, t.len() * t.elem_size())?,
+        shape: t.shape.clone(),
+        dtype: t.dtype,
+        half: t.half,
+    };
     copy_into(stream, &out, t)?;
     Ok(out)
 }
@@ -202,8 +249,8 @@ pub(crate) fn copy_into(
     dst: &DevTensor,
     src: &DevTensor,
 ) -> Result<(), GpuError> {
-    let bytes = src.len() * src.dtype.size();
-    if bytes != dst.len() * dst.dtype.size() {
+    let bytes = src.len() * src.elem_size();
+    if bytes != dst.len() * dst.elem_size() {
         return Err(GpuError::Other(format!(
             "device copy of {:?} into {:?}",
             src.shape, dst.shape
@@ -237,12 +284,13 @@ pub(crate) fn upload_sync(stream: CUstream, t: &Tensor) -> Result<DevTensor, Gpu
         }),
         shape: t.shape.clone(),
         dtype: t.dtype(),
+        half: false,
     })
 }
 
-/// Copies a device tensor to the host (waits for the stream).
+/// Copies a device tensor to the host (waits for the stream); FP16 storage comes back widened.
 pub(crate) fn download(stream: CUstream, t: &DevTensor) -> Result<Tensor, GpuError> {
-    let mut bytes = vec![0u8; t.len() * t.dtype.size()];
+    let mut bytes = vec![0u8; t.len() * t.elem_size()];
     if !bytes.is_empty() {
         // SAFETY: the buffer holds at least this many bytes; the stream is synchronised before
         // the host reads them.
@@ -252,6 +300,12 @@ pub(crate) fn download(stream: CUstream, t: &DevTensor) -> Result<Tensor, GpuErr
         }
     }
     let data = match t.dtype {
+        DType::F32 if t.half => Data::F32(
+            bytes
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+        ),
         DType::F32 => Data::F32(
             bytes
                 .chunks_exact(4)

@@ -30,6 +30,10 @@ pub type ValueId = usize;
 pub struct Value {
     pub name: String,
     pub dtype: DType,
+    /// Stored as FP16 on the device (a decoder activation of an FP16 engine; see
+    /// [`precision::half_activations`]): the maths stays FP32, only the bytes halve.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub half: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -263,11 +267,13 @@ impl Plan {
         self.values.push(Value {
             name: name.to_owned(),
             dtype,
+            half: false,
         });
         self.values.len() - 1
     }
 
-    /// Checks the wiring of a plan read from a file: every input defined before use, ids in range.
+    /// Checks the wiring of a plan read from a file: every input defined before use, ids in range,
+    /// FP16 activations only where their writer and readers handle them.
     pub fn validate(&self) -> Result<(), String> {
         let n = self.values.len();
         let mut defined = vec![false; n];
@@ -305,7 +311,7 @@ impl Plan {
                 return Err(format!("output value {v} is never computed"));
             }
         }
-        Ok(())
+        precision::check_half(self)
     }
 
     /// For each value, the index of the last step that reads it (`usize::MAX` for plan outputs),
@@ -353,6 +359,7 @@ impl Names {
         self.values.push(Value {
             name: name.to_owned(),
             dtype,
+            half: false,
         });
         self.ids.insert(name.to_owned(), id);
         id

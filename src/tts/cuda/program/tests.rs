@@ -1,6 +1,6 @@
 //! Planner tests on small Piper-shaped graphs built in protobuf form.
 
-use super::op::{Arg, Ew, Op, Precision, Unary};
+use super::op::{Arg, ConvSpec, Ew, Fused, Instr, Op, Precision, Unary};
 use super::*;
 use crate::tts::cuda::io::Feed;
 use crate::tts::cuda::onnx::tests::{attr_int, model, node, tensor_f32};
@@ -230,4 +230,105 @@ fn stored_f16_rounds_only_the_named_steps_outputs() {
     assert_ne!(want, exact, "tanh(2x + 0.25) is not exact in FP16");
     // Durations come from steps that were not named: untouched.
     assert_eq!(stored.durations, exact_durations);
+}
+
+/// A decoder-shaped plan: a flow step, then FP16 conv → LeakyReLU → FP16 conv → tanh (the audio)
+/// under `/dec/`; with `matmul`, a MatMul also reads the LeakyReLU's output.
+fn decoder(matmul: bool) -> Plan {
+    let f32v = |name: &str| Value {
+        name: name.into(),
+        dtype: DType::F32,
+        half: false,
+    };
+    let mut values = vec![
+        Value {
+            name: "input".into(),
+            dtype: DType::I64,
+            half: false,
+        },
+        Value {
+            name: "input_lengths".into(),
+            dtype: DType::I64,
+            half: false,
+        },
+    ];
+    values.extend(["scales", "z", "w1", "c1", "act", "w2", "c2", "audio", "mm"].map(f32v));
+    let conv = ConvSpec {
+        precision: Precision::F16,
+        ..ConvSpec::plain(1, 1, 1, 0, 1)
+    };
+    let unary = |u| {
+        Op::Fused(Fused {
+            instrs: vec![Instr::f32(Ew::Unary(u), &[Arg::Input(0)])],
+        })
+    };
+    let step = |name: &str, op, inputs: &[usize], out| Step {
+        name: name.into(),
+        op,
+        inputs: inputs.iter().map(|&v| Some(v)).collect(),
+        outputs: vec![out],
+    };
+    let mut steps = vec![
+        step("/flow/f", unary(Unary::LeakyRelu(0.1)), &[2], 3),
+        step("/dec/c1", Op::Conv(conv.clone()), &[3, 4], 5),
+        step("/dec/act", unary(Unary::LeakyRelu(0.1)), &[5], 6),
+        step("/dec/c2", Op::Conv(conv), &[6, 7], 8),
+        step("/dec/tail", unary(Unary::Tanh), &[8], 9),
+    ];
+    if matmul {
+        steps.push(step("/dec/mm", Op::MatMul, &[6, 6], 10));
+    }
+    let w = || Tensor::f32(vec![1, 1, 1], vec![0.5]);
+    Plan {
+        values,
+        constants: [(4, w()), (7, w())].into(),
+        steps,
+        inputs: Inputs {
+            ids: 0,
+            lengths: 1,
+            scales: 2,
+            speaker: None,
+        },
+        outputs: Outputs {
+            audio: 9,
+            durations: 2,
+            frames: 1,
+        },
+    }
+}
+
+#[test]
+fn half_activations_mark_decoder_values_that_every_reader_reads_as_fp16() {
+    let mut plan = decoder(false);
+    assert_eq!(precision::half_activations(&mut plan), 3);
+    let marked: Vec<&str> = plan
+        .values
+        .iter()
+        .filter(|v| v.half)
+        .map(|v| v.name.as_str())
+        .collect();
+    // Not the flow's output, not the audio (a graph output).
+    assert_eq!(marked, ["c1", "act", "c2"]);
+    plan.validate().unwrap();
+
+    let mut read_by_matmul = decoder(true);
+    assert_eq!(precision::half_activations(&mut read_by_matmul), 2);
+    assert!(!read_by_matmul.values[6].half, "a MatMul reads FP32 only");
+}
+
+#[test]
+fn a_plan_read_from_a_file_with_impossible_fp16_marks_is_refused() {
+    for (matmul, v, why) in [
+        (false, 9, "a graph output"),
+        (false, 4, "a constant: no step writes it"),
+        (true, 6, "read by a MatMul"),
+    ] {
+        let mut plan = decoder(matmul);
+        plan.values[v].half = true;
+        let err = plan.validate().unwrap_err();
+        assert!(
+            err.contains("marked FP16") && err.contains(&plan.values[v].name),
+            "{why}: {err}"
+        );
+    }
 }

@@ -267,6 +267,7 @@ impl DeviceExecutor {
                 buf: memory::alloc(st, out.len() * 2)?,
                 shape: out_shape,
                 dtype: DType::F32,
+                half: true,
             })
         } else {
             None

@@ -21,8 +21,12 @@ impl DeviceExecutor {
                 }
                 let shapes: Vec<&[usize]> = ins.iter().map(|t| t.shape.as_slice()).collect();
                 let shape = broadcast::broadcast_shape(&shapes).map_err(e)?;
-                let dtype = self.plan.values[s.outputs[0]].dtype;
-                let out = memory::empty(st, dtype, shape.clone())?;
+                let value = &self.plan.values[s.outputs[0]];
+                let out = if value.half {
+                    memory::empty_f32(st, shape.clone(), true)?
+                } else {
+                    memory::empty(st, value.dtype, shape.clone())?
+                };
                 let mut p = Params::new();
                 p.push(numel(&shape) as i64)
                     .push(dims(&shape)?)

@@ -33,7 +33,9 @@ impl DeviceExecutor {
             }
             Op::Conv(spec) | Op::ConvTranspose(spec) => {
                 let x = self.in_dev(slots, s, 0)?;
-                let on_dnn = if self.conv_path == ConvPath::Cudnn {
+                let out_half = s.outputs.first().is_some_and(|&o| self.plan.values[o].half);
+                // cuDNN's path reads and writes FP32 activations.
+                let on_dnn = if self.conv_path == ConvPath::Cudnn && !x.half && !out_half {
                     self.weight_shape(s)
                         .and_then(|w| dnn_conv(&s.op, &x.shape, w))
                 } else {
@@ -55,9 +57,9 @@ impl DeviceExecutor {
                     None => {
                         let w = self.in_dev(slots, s, 1)?;
                         if transposed {
-                            self.conv_transpose(i, &x, &w, spec)
+                            self.conv_transpose(i, (&x, out_half), &w, spec)
                         } else {
-                            self.conv(i, &x, &w, spec)
+                            self.conv(i, (&x, out_half), &w, spec)
                         }
                     }
                 };
@@ -180,7 +182,8 @@ impl DeviceExecutor {
         Ok(out)
     }
 
-    /// The GEMM operand of a convolution input: im2col (or a cast) in the step's precision.
+    /// The GEMM operand of a convolution input: im2col (or a cast) in the step's precision, from
+    /// FP32 or (FP16 steps) FP16 activations.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn operand(
         &self,
@@ -193,8 +196,10 @@ impl DeviceExecutor {
         let (b, cin, t) = (x.shape[0], x.shape[1], x.shape[2]);
         let rows = cin * k;
         let n = b * rows * t_out;
+        // Only FP16 steps read FP16 activations (`Plan::validate`).
         let (name, size) = match spec.precision {
             Precision::F32 => ("im2col_f32", 4),
+            Precision::F16 if x.half => ("im2col_f16_h", 2),
             Precision::F16 => ("im2col_f16", 2),
             Precision::I8 => ("im2col_i8", 1),
         };
@@ -203,6 +208,7 @@ impl DeviceExecutor {
             buf: memory::alloc(st, n * size)?,
             shape: vec![b, rows, t_out],
             dtype: DType::F32,
+            half: size == 2,
         };
         let inv = 1.0 / crate::tts::cuda::quant::scale(spec.input_amax.unwrap_or(0.0));
         let mut p = Params::new();
@@ -220,6 +226,15 @@ impl DeviceExecutor {
             .push(inv);
         p.launch_unrolled(self.f(name)?, st, n)?;
         Ok(col)
+    }
+
+    /// cuBLAS's type of an activation as stored.
+    fn activation_type(t: &DevTensor) -> Dt {
+        if t.half {
+            Dt::CUDA_R_16F
+        } else {
+            Dt::CUDA_R_32F
+        }
     }
 
     fn dtype_of(p: Precision) -> Dt {
@@ -258,10 +273,11 @@ impl DeviceExecutor {
         p.launch(self.f("dequant_i32")?, self.stream(), n)
     }
 
+    /// `out_half`: the output is an FP16 activation (then `spec` is FP16: the GEMM writes FP16).
     fn conv(
         &self,
         step: usize,
-        x: &DevTensor,
+        (x, out_half): (&DevTensor, bool),
         w: &DevTensor,
         spec: &ConvSpec,
     ) -> Result<DevTensor, GpuError> {
@@ -272,7 +288,7 @@ impl DeviceExecutor {
         let (cout, cig, k) = (w.shape[0], w.shape[1], w.shape[2]);
         let t_out = linalg::conv_out_len(t, k, spec).map_err(|e| GpuError::Other(e.0))?;
         let st = self.stream();
-        let out = memory::empty(st, DType::F32, vec![b, cout, t_out])?;
+        let out = memory::empty_f32(st, vec![b, cout, t_out], out_half)?;
         if spec.group != 1 {
             if cig != 1 || spec.group != cin || cout % cin != 0 {
                 return Err(GpuError::Other(
@@ -302,7 +318,10 @@ impl DeviceExecutor {
             )));
         }
         let rows = cin * k;
-        let direct = spec.precision == Precision::F32
+        // A 1x1 convolution reads its input as the GEMM operand when it is stored in the
+        // operand's type already (FP32 steps, FP16 steps over FP16 activations).
+        let direct = x.half == (spec.precision == Precision::F16)
+            && spec.precision != Precision::I8
             && k == 1
             && spec.stride == 1
             && spec.pad_begin == 0
@@ -321,7 +340,7 @@ impl DeviceExecutor {
                     (a, dt, t_out, rows * t_out),
                     false,
                     (w.ptr(), dt, rows, 0),
-                    (out.ptr(), Dt::CUDA_R_32F, t_out, cout * t_out),
+                    (out.ptr(), Self::activation_type(&out), t_out, cout * t_out),
                     b,
                 )?;
             }
@@ -342,10 +361,11 @@ impl DeviceExecutor {
         Ok(out)
     }
 
+    /// Reads FP16 activations directly as its FP16 operand; `out_half`: col2im writes FP16.
     fn conv_transpose(
         &self,
         step: usize,
-        x: &DevTensor,
+        (x, out_half): (&DevTensor, bool),
         w: &DevTensor,
         spec: &ConvSpec,
     ) -> Result<DevTensor, GpuError> {
@@ -385,7 +405,12 @@ impl DeviceExecutor {
                 b,
             )?,
             Precision::F16 => {
-                let xh = self.operand(x, 1, t, &unit, false)?;
+                let cast = if x.half {
+                    None
+                } else {
+                    Some(self.operand(x, 1, t, &unit, false)?)
+                };
+                let xh = cast.as_ref().unwrap_or(x);
                 self.gemm(
                     (t, ck, cin),
                     (xh.ptr(), Dt::CUDA_R_16F, t, cin * t),
@@ -409,7 +434,7 @@ impl DeviceExecutor {
                 self.dequant(step, &acc, (ck, t, k), spec, &z)?;
             }
         }
-        let out = memory::empty(st, DType::F32, vec![b, cout, t_out])?;
+        let out = memory::empty_f32(st, vec![b, cout, t_out], out_half)?;
         let mut p = Params::new();
         p.push(out.len() as i64)
             .push(out.ptr())
@@ -421,7 +446,8 @@ impl DeviceExecutor {
             .push(spec.stride as i64)
             .push(spec.dilation as i64)
             .push(spec.pad_begin as i64);
-        p.launch_unrolled(self.f("col2im_f32")?, st, out.len())?;
+        let name = if out.half { "col2im_f16" } else { "col2im_f32" };
+        p.launch_unrolled(self.f(name)?, st, out.len())?;
         Ok(out)
     }
 }

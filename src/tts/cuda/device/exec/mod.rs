@@ -166,6 +166,7 @@ fn upload_in(stream: CUstream, w: &Tensor, p: Precision) -> Result<DevTensor, Gp
         buf: memory::upload_bytes(stream, &bytes)?,
         shape: w.shape.clone(),
         dtype: DType::F32,
+        half: true,
     })
 }
 
@@ -240,6 +241,7 @@ impl DeviceExecutor {
                         buf: memory::upload_bytes(stream, &bytes)?,
                         shape: w.shape.clone(),
                         dtype,
+                        half: p == Precision::F16,
                     }
                 }
                 None => memory::upload(stream, t)?,
@@ -401,7 +403,8 @@ impl DeviceExecutor {
                 Ok(d.clone())
             }
             Slot::Host(t) => {
-                let data_dependent = self.tainted.contains(&v);
+                let half = self.plan.values[v].half;
+                let data_dependent = self.tainted.contains(&v) || half;
                 let t = t.clone();
                 let stream = self.stream();
                 let d = match (self.capture_log.as_mut(), data_dependent) {
@@ -416,7 +419,11 @@ impl DeviceExecutor {
                     }
                     (None, _) => {
                         self.moved |= data_dependent;
-                        memory::upload(self.stream(), &t)?
+                        if half {
+                            memory::upload_half(stream, &t)?
+                        } else {
+                            memory::upload(stream, &t)?
+                        }
                     }
                 };
                 slots.insert(v, Slot::Both(t, d.clone()));
@@ -571,7 +578,12 @@ impl DeviceExecutor {
         let outs = self.step(i, step, slots, rng)?;
         // Counted after the step, from shapes borrowed where the inputs still live (they are
         // freed below): nothing is copied on this per-step path.
-        let size = |v: Option<ValueId>| v.map_or(4, |v| self.plan.values[v].dtype.size());
+        let size = |v: Option<ValueId>| {
+            v.map_or(4, |v| match &self.plan.values[v] {
+                x if x.half => 2,
+                x => x.dtype.size(),
+            })
+        };
         let ins: Vec<Option<(&[usize], usize)>> = step
             .inputs
             .iter()
@@ -592,10 +604,14 @@ impl DeviceExecutor {
         let bytes = step_bytes(&step.op, &ins, &out_shapes, self.conv_path);
         let key = started.map(|_| match &step.op {
             Op::Conv(c) | Op::ConvTranspose(c) => {
+                // FP16 activations (2-byte values in or out) stay on the GEMM path.
                 let on_dnn = self.conv_path == ConvPath::Cudnn
-                    && ins.first().copied().flatten().is_some_and(|(x, _)| {
-                        self.weight_shape(step)
-                            .is_some_and(|w| dnn_conv(&step.op, x, w).is_some())
+                    && out_shapes.first().is_some_and(|&(_, size)| size == 4)
+                    && ins.first().copied().flatten().is_some_and(|(x, size)| {
+                        size == 4
+                            && self
+                                .weight_shape(step)
+                                .is_some_and(|w| dnn_conv(&step.op, x, w).is_some())
                     });
                 format!(
                     "{} {:?} {}",

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 
 use libloading::Library;
 
-use super::{fixed_source, fused_kernel};
+use super::{Stored, fixed_source, fused_kernel};
 use crate::tts::cuda::device::memory::{Dims, Strides, dims, strides};
 use crate::tts::cuda::ops::{broadcast, elementwise, linalg};
 use crate::tts::cuda::program::op::{Arg, Binary, ConvSpec, Ew, Fused, Instr, Precision, Unary};
@@ -377,7 +377,7 @@ fn a_fused_kernel_broadcasts_as_the_host_ops_do() {
     let src = format!(
         "{}{}",
         fixed_source(),
-        fused_kernel(&fused, &[DType::F32, DType::F32], "ew_test")
+        fused_kernel(&fused, &[Stored::plain(DType::F32); 2], false, "ew_test")
     );
     type Ew2 = unsafe extern "C" fn(
         i64,
@@ -520,5 +520,154 @@ fn pads_grow_and_crop_with_the_fill() {
             )
         };
         assert_eq!(got, want, "{width} pad");
+    }
+}
+
+fn to_half_bits(v: &[f32]) -> Vec<u16> {
+    v.iter()
+        .map(|&x| half::f16::from_f32(x).to_bits())
+        .collect()
+}
+
+/// FP16 decoder activations: im2col reading FP16 input gives the operand bits of im2col on the
+/// same values in FP32, and col2im writing FP16 gives its FP32 sums rounded to nearest.
+#[test]
+fn half_activations_through_im2col_and_col2im_round_only_at_the_store() {
+    for (width, k) in both_widths(&fixed_source()) {
+        let (b, cin, t, kk, t_out) = (2usize, 3usize, 11usize, 3usize, 11usize);
+        let x = values(b * cin * t, 11);
+        let xh = to_half_bits(&x);
+        let n = b * cin * kk * t_out;
+        let run = |name: &str, input: *const f32| {
+            let mut col = vec![0u16; n];
+            let f: Im2col = k.flat(name);
+            // SAFETY: `col` holds n FP16 values; `input` b·cin·t elements of the kernel's type.
+            unsafe {
+                f(
+                    n as i64,
+                    col.as_mut_ptr().cast(),
+                    input,
+                    cin as i64,
+                    t as i64,
+                    kk as i64,
+                    t_out as i64,
+                    1,
+                    2,
+                    2,
+                    0,
+                    1.0,
+                )
+            };
+            col
+        };
+        assert_eq!(
+            run("im2col_f16_h", xh.as_ptr().cast()),
+            run("im2col_f16", x.as_ptr()),
+            "{width} im2col from FP16"
+        );
+
+        type Col2im<O> =
+            unsafe extern "C" fn(i64, *mut O, *const f32, i64, i64, i64, i64, i64, i64, i64);
+        let (cout, kz, tz, stride) = (2usize, 4usize, 5usize, 2usize);
+        let z: Vec<f32> = values(b * cout * kz * tz, 12)
+            .iter()
+            .map(|v| v * 1.001)
+            .collect();
+        let t_up = (tz - 1) * stride + kz - 2;
+        let m = b * cout * t_up;
+        let (mut wide, mut narrow) = (vec![0f32; m], vec![0u16; m]);
+        let d = [cout, kz, tz, t_up, stride, 1, 1].map(|v| v as i64);
+        // SAFETY: outputs hold m elements of each kernel's type; z holds b·cout·kz·tz floats.
+        unsafe {
+            k.flat::<Col2im<f32>>("col2im_f32")(
+                m as i64,
+                wide.as_mut_ptr(),
+                z.as_ptr(),
+                d[0],
+                d[1],
+                d[2],
+                d[3],
+                d[4],
+                d[5],
+                d[6],
+            );
+            k.flat::<Col2im<u16>>("col2im_f16")(
+                m as i64,
+                narrow.as_mut_ptr(),
+                z.as_ptr(),
+                d[0],
+                d[1],
+                d[2],
+                d[3],
+                d[4],
+                d[5],
+                d[6],
+            );
+        }
+        assert_eq!(narrow, to_half_bits(&wide), "{width} col2im to FP16");
+    }
+}
+
+/// A fused kernel over FP16 activations: it widens what it reads, computes in FP32 and rounds
+/// what it writes, so its output is the FP32 kernel's rounded to FP16, bit for bit.
+#[test]
+fn a_fused_kernel_over_half_activations_rounds_the_fp32_result() {
+    let fused = Fused {
+        instrs: vec![
+            Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
+            Instr::f32(Ew::Unary(Unary::LeakyRelu(0.1)), &[Arg::Temp(0)]),
+        ],
+    };
+    let half = Stored {
+        dtype: DType::F32,
+        half: true,
+    };
+    let src = format!(
+        "{}{}{}",
+        fixed_source(),
+        fused_kernel(&fused, &[Stored::plain(DType::F32); 2], false, "ew_wide"),
+        fused_kernel(&fused, &[half, Stored::plain(DType::F32)], true, "ew_half")
+    );
+    type Ew2<I, O> =
+        unsafe extern "C" fn(i64, Dims, *mut O, *const I, Strides, i32, *const f32, Strides, i32);
+    let shape = vec![2usize, 3, 4];
+    let x = values(24, 13);
+    let xh = to_half_bits(&x);
+    let y: Vec<f32> = values(3, 14).iter().map(|v| v * 1.37).collect();
+    let ys = strides(
+        &broadcast::broadcast_strides(&[1, 3, 1], &shape)
+            .iter()
+            .map(|&v| v as isize)
+            .collect::<Vec<_>>(),
+    );
+    let xs = strides(&[12, 4, 1]);
+    for (width, k) in both_widths(&src) {
+        let (mut wide, mut narrow) = (vec![0f32; 24], vec![0u16; 24]);
+        // SAFETY: buffers sized for the shape; the signatures are the generated kernels'.
+        unsafe {
+            k.flat::<Ew2<f32, f32>>("ew_wide")(
+                24,
+                dims(&shape).unwrap(),
+                wide.as_mut_ptr(),
+                x.as_ptr(),
+                xs,
+                1,
+                y.as_ptr(),
+                ys,
+                0,
+            );
+            k.flat::<Ew2<u16, u16>>("ew_half")(
+                24,
+                dims(&shape).unwrap(),
+                narrow.as_mut_ptr(),
+                xh.as_ptr(),
+                xs,
+                1,
+                y.as_ptr(),
+                ys,
+                0,
+            );
+        }
+        assert_eq!(narrow, to_half_bits(&wide), "{width} fused over FP16");
     }
 }
