@@ -46,6 +46,10 @@ struct Strides { i64 s[MAX_RANK]; };
     _Pragma("unroll") for (int u = 0; u < UNROLL; ++u) { I i = base_ + (I)(u * blockDim.x); if (i < (n)) { LOAD } } \
     _Pragma("unroll") for (int u = 0; u < UNROLL; ++u) { I i = base_ + (I)(u * blockDim.x); if (i < (n)) { STORE } } \
   }
+// Row kernels run over the last axis of a tensor in x, one row per block index in y and z: a
+// row's coordinates cost divisions once per thread, not once per element as the flat form's do
+// (the decoder's fused chains and im2col were bound by that integer work, not by their bytes).
+#define ROW_INDEX ((i64)blockIdx.y + (i64)blockIdx.z * (i64)gridDim.y)
 #ifdef __CUDACC__
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -210,6 +214,23 @@ extern "C" __global__ void NAME(i64 n, OUT_T* col, const IN_T* x, i64 cin, i64 t
     NAME##_at<int>((int)n, col, x, (int)cin, (int)t_in, (int)k, (int)t_out, (int)stride, (int)dil, (int)pad, tn, inv); \
   else NAME##_at<i64>(n, col, x, cin, t_in, k, t_out, stride, dil, pad, tn, inv); \
 }
+// im2col in rows ("nn" only): row g of the operand is (item, channel, tap) = g / rows, ...
+#define IM2COL_ROWS(NAME, IN_T, OUT_T, CONVERT) \
+template <typename I> __device__ __forceinline__ void NAME##_rows_at(I t_out, I g, OUT_T* col, const IN_T* x, I cin, I t_in, I k, I stride, I dil, I pad) { \
+  I rows = cin * k; I b = g / rows; I row = g - b * rows; I ci = row / k; I kk = row - ci * k; \
+  const IN_T* xr = x + (b * cin + ci) * t_in; I shift = kk * dil - pad; OUT_T* cr = col + g * t_out; float vs[UNROLL]; \
+  UNROLLED(I, t_out, I p = i * stride + shift; vs[u] = (p >= 0 && p < t_in) ? ldf(xr[p]) : 0.f;, float v = vs[u]; cr[i] = CONVERT;) \
+} \
+extern "C" __global__ void NAME##_rows(i64 n, OUT_T* col, const IN_T* x, i64 cin, i64 t_in, i64 k, i64 t_out, i64 stride, i64 dil, i64 pad) { \
+  i64 g = ROW_INDEX; \
+  if (g >= n / t_out) return; \
+  if (n <= TALKER_NARROW_MAX && n / (k * t_out) * t_in <= TALKER_NARROW_MAX) \
+    NAME##_rows_at<int>((int)t_out, (int)g, col, x, (int)cin, (int)t_in, (int)k, (int)stride, (int)dil, (int)pad); \
+  else NAME##_rows_at<i64>(t_out, g, col, x, cin, t_in, k, stride, dil, pad); \
+}
+IM2COL_ROWS(im2col_f32, float, float, v)
+IM2COL_ROWS(im2col_f16, float, unsigned short, f2h(v))
+IM2COL_ROWS(im2col_f16_h, unsigned short, unsigned short, f2h(v))
 IM2COL(im2col_f32, float, float, v)
 IM2COL(im2col_f16, float, unsigned short, f2h(v))
 IM2COL(im2col_f16_h, unsigned short, unsigned short, f2h(v))
@@ -434,7 +455,7 @@ pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) ->
             each(&|i| format!("o{i} += r * (I)s{i}.s[0];"), " "),
         );
     }
-    load.push_str(&each(
+    let reads = each(
         &|i| {
             if input_types[i] == DType::Bool {
                 format!("a{i}[u] = (in{i}[o{i}] != 0);")
@@ -445,8 +466,25 @@ pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) ->
             }
         },
         " ",
-    ));
+    );
+    load.push_str(&reads);
     let compute = fused_program(f, &input_types, half_out);
+    // The row form: each input's offset at the row's start, worked out once per thread (the
+    // outer axes' divisions), then a stride along the row per element: no division per element.
+    let row_bases = format!(
+        "{} {{ I r = row; for (int k = d.rank - 2; k > 0; --k) {{ I dk = (I)d.d[k]; I q = r / dk; I c = r - q * dk; {} r = q; }} {} }} {}",
+        each(&|i| format!("I b{i} = 0;"), " "),
+        each(&|i| format!("b{i} += c * (I)s{i}.s[k];"), " "),
+        each(&|i| format!("b{i} += r * (I)s{i}.s[0];"), " "),
+        each(&|i| format!("I l{i} = (I)s{i}.s[d.rank - 1];"), " "),
+    );
+    let row_load = format!(
+        "{} {reads}",
+        each(&|i| format!("I o{i} = b{i} + i * l{i};"), " ")
+    );
+    let rows = format!(
+        "template <typename I> __device__ __forceinline__ void {name}_rows_at(I n, I row, Dims d, {out}* out{params}) {{\n  {registers}\n  {row_bases}\n  out += row * n;\n  UNROLLED(I, n,\n    {row_load},\n    {compute})\n}}\nextern \"C\" __global__ void {name}_rows(i64 n, i64 rows, i64 total, Dims d, {out}* out{params}) {{\n  i64 row = ROW_INDEX;\n  if (row >= rows) return;\n  if (total <= TALKER_NARROW_MAX) {name}_rows_at<int>((int)n, (int)row, d, out{args});\n  else {name}_rows_at<i64>(n, row, d, out{args});\n}}\n"
+    );
     let entry = each(
         &|i| {
             format!(
@@ -458,7 +496,7 @@ pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) ->
     );
     let dense = each(&|i| format!("dense{i} && "), "");
     format!(
-        "template <typename I> __device__ __forceinline__ void {name}_at(I n, Dims d, {out}* out{params}, bool dense) {{\n  {registers}\n  UNROLLED(I, n,\n    {load},\n    {compute})\n}}\nextern \"C\" __global__ void {name}(i64 n, Dims d, {out}* out{entry}) {{\n  bool dense = {dense}true;\n  if (n <= TALKER_NARROW_MAX) {name}_at<int>((int)n, d, out{args}, dense);\n  else {name}_at<i64>(n, d, out{args}, dense);\n}}\n"
+        "template <typename I> __device__ __forceinline__ void {name}_at(I n, Dims d, {out}* out{params}, bool dense) {{\n  {registers}\n  UNROLLED(I, n,\n    {load},\n    {compute})\n}}\nextern \"C\" __global__ void {name}(i64 n, Dims d, {out}* out{entry}) {{\n  bool dense = {dense}true;\n  if (n <= TALKER_NARROW_MAX) {name}_at<int>((int)n, d, out{args}, dense);\n  else {name}_at<i64>(n, d, out{args}, dense);\n}}\n{rows}"
     )
 }
 
@@ -511,7 +549,10 @@ fn fused_program(f: &Fused, input_types: &[DType], half_out: bool) -> String {
 /// Every kernel the executor loads: the fixed set, each typed one per storage type, and the fused
 /// steps' (`fused` as [`module_source`] names them; names may repeat).
 pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
-    let mut names: Vec<String> = fused.values().cloned().collect();
+    let mut names: Vec<String> = fused
+        .values()
+        .flat_map(|n| [n.clone(), format!("{n}_rows")])
+        .collect();
     for base in [
         "view",
         "place",
@@ -535,6 +576,9 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
         "im2col_f32",
         "im2col_f16",
         "im2col_f16_h",
+        "im2col_f32_rows",
+        "im2col_f16_rows",
+        "im2col_f16_h_rows",
         "im2col_i8",
         "col2im_f32",
         "col2im_f16",

@@ -326,6 +326,25 @@ pub(crate) fn download(stream: CUstream, t: &DevTensor) -> Result<Tensor, GpuErr
     })
 }
 
+/// The grid of a row kernel (`ROW_INDEX` in the source) over `rows` rows of `len` elements:
+/// blocks along a row in x, rows in y and z. `None` (the flat kernel then runs) where a row would
+/// not fill half a block's elements, or the rows exceed the grid.
+pub(crate) fn row_grid(len: usize, rows: usize) -> Option<(u32, u32, u32)> {
+    const MAX_YZ: usize = 65_535;
+    if len < 256 * UNROLL / 2 || rows == 0 {
+        return None;
+    }
+    let y = rows.min(MAX_YZ);
+    let z = rows.div_ceil(y);
+    (z <= MAX_YZ).then(|| {
+        (
+            len.div_ceil(256 * UNROLL).min(1 << 20) as u32,
+            y as u32,
+            z as u32,
+        )
+    })
+}
+
 /// Kernel arguments, each kept as bytes until the launch.
 #[derive(Default)]
 pub struct Params {
@@ -382,6 +401,16 @@ impl Params {
             return Ok(());
         }
         let blocks = n.div_ceil(256 * per_thread).min(1 << 20) as u32;
+        self.launch_grid(f, stream, (blocks, 1, 1))
+    }
+
+    /// Launches `f` on blocks of 256 threads in `grid` (x, y, z).
+    pub(crate) fn launch_grid(
+        &mut self,
+        f: &CudaFunction,
+        stream: CUstream,
+        grid: (u32, u32, u32),
+    ) -> Result<(), GpuError> {
         let mut ptrs: Vec<*mut c_void> = self
             .args
             .iter_mut()
@@ -389,16 +418,7 @@ impl Params {
             .collect();
         // SAFETY: the argument buffers match the kernel's parameter list (built by the caller
         // from the same source) and stay alive until cuLaunchKernel has copied them.
-        unsafe {
-            result::launch_kernel(
-                f.cu_function(),
-                (blocks, 1, 1),
-                (256, 1, 1),
-                0,
-                stream,
-                &mut ptrs,
-            )
-        }?;
+        unsafe { result::launch_kernel(f.cu_function(), grid, (256, 1, 1), 0, stream, &mut ptrs) }?;
         Ok(())
     }
 }

@@ -27,25 +27,33 @@ impl DeviceExecutor {
                 } else {
                     memory::empty(st, value.dtype, shape.clone())?
                 };
-                let mut p = Params::new();
-                p.push(numel(&shape) as i64)
-                    .push(dims(&shape)?)
-                    .push(out.ptr());
-                for t in &ins {
-                    let bs: Vec<isize> = broadcast::broadcast_strides(&t.shape, &shape)
-                        .iter()
-                        .map(|&v| v as isize)
-                        .collect();
-                    p.push(t.ptr())
-                        .push(strides(&bs))
-                        .push(i32::from(t.shape == shape));
-                }
                 let name = self
                     .fused
                     .get(&i)
                     .cloned()
                     .ok_or_else(|| step_err(i, s, "no kernel"))?;
-                p.launch_unrolled(self.f(&name)?, st, numel(&shape))?;
+                let n = numel(&shape);
+                let len = shape.last().copied().unwrap_or(1).max(1);
+                let grid = memory::row_grid(len, n / len).filter(|_| shape.len() >= 2);
+                let mut p = Params::new();
+                if grid.is_some() {
+                    p.push(len as i64).push((n / len) as i64);
+                }
+                p.push(n as i64).push(dims(&shape)?).push(out.ptr());
+                for t in &ins {
+                    let bs: Vec<isize> = broadcast::broadcast_strides(&t.shape, &shape)
+                        .iter()
+                        .map(|&v| v as isize)
+                        .collect();
+                    p.push(t.ptr()).push(strides(&bs));
+                    if grid.is_none() {
+                        p.push(i32::from(t.shape == shape));
+                    }
+                }
+                match grid {
+                    Some(g) => p.launch_grid(self.f(&format!("{name}_rows"))?, st, g)?,
+                    None => p.launch_unrolled(self.f(&name)?, st, n)?,
+                }
                 vec![out]
             }
             _ => return Ok(None),

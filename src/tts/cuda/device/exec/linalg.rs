@@ -221,10 +221,15 @@ impl DeviceExecutor {
             .push(t_out as i64)
             .push(spec.stride as i64)
             .push(spec.dilation as i64)
-            .push(spec.pad_begin as i64)
-            .push(i32::from(tn))
-            .push(inv);
-        p.launch_unrolled(self.f(name)?, st, n)?;
+            .push(spec.pad_begin as i64);
+        // The "nn" layout's rows are (item, channel, tap): one row kernel block per row part.
+        match memory::row_grid(t_out, b * rows).filter(|_| !tn) {
+            Some(g) => p.launch_grid(self.f(&format!("{name}_rows"))?, st, g)?,
+            None => {
+                p.push(i32::from(tn)).push(inv);
+                p.launch_unrolled(self.f(name)?, st, n)?;
+            }
+        }
         Ok(col)
     }
 

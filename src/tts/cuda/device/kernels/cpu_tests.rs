@@ -671,3 +671,192 @@ fn a_fused_kernel_over_half_activations_rounds_the_fp32_result() {
         assert_eq!(narrow, to_half_bits(&wide), "{width} fused over FP16");
     }
 }
+
+/// Runs a row kernel's every block: rows over y (2 wide) and z, one more block than rows when
+/// the count is odd (it must do nothing).
+fn each_row_block(rows: usize, mut run: impl FnMut((u32, u32, u32, u32))) {
+    let gz = rows.div_ceil(2) as u32;
+    for z in 0..gz {
+        for y in 0..2 {
+            run((2, gz, y, z));
+        }
+    }
+}
+
+/// The row form of a fused kernel writes what the flat form does, bit for bit: a dense input, a
+/// per-channel one and a per-time one, over rows split across y and z.
+#[test]
+fn a_fused_row_kernel_matches_the_flat_one() {
+    let fused = Fused {
+        instrs: vec![
+            Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
+            Instr::f32(Ew::Binary(Binary::Mul), &[Arg::Temp(0), Arg::Input(2)]),
+            Instr::f32(Ew::Unary(Unary::LeakyRelu(0.1)), &[Arg::Temp(1)]),
+        ],
+    };
+    let src = format!(
+        "{}{}",
+        fixed_source(),
+        fused_kernel(&fused, &[Stored::plain(DType::F32); 3], false, "ew3")
+    );
+    let shape = vec![2usize, 3, 5];
+    let others = [shape.clone(), vec![1, 3, 1], vec![1, 1, 5]];
+    let data: Vec<Vec<f32>> = others
+        .iter()
+        .enumerate()
+        .map(|(k, s)| values(numel_of(s), 20 + k as u64))
+        .collect();
+    let st = |s: &[usize]| {
+        strides(
+            &broadcast::broadcast_strides(s, &shape)
+                .iter()
+                .map(|&v| v as isize)
+                .collect::<Vec<_>>(),
+        )
+    };
+    type Flat = unsafe extern "C" fn(
+        i64,
+        Dims,
+        *mut f32,
+        *const f32,
+        Strides,
+        i32,
+        *const f32,
+        Strides,
+        i32,
+        *const f32,
+        Strides,
+        i32,
+    );
+    type Rows = unsafe extern "C" fn(
+        i64,
+        i64,
+        i64,
+        Dims,
+        *mut f32,
+        *const f32,
+        Strides,
+        *const f32,
+        Strides,
+        *const f32,
+        Strides,
+    );
+    for (width, k) in both_widths(&src) {
+        let (mut flat, mut rows) = (vec![0f32; 30], vec![f32::NAN; 30]);
+        // SAFETY: buffers sized for the shapes; the signatures are the generated kernels'.
+        unsafe {
+            k.flat::<Flat>("ew3")(
+                30,
+                dims(&shape).unwrap(),
+                flat.as_mut_ptr(),
+                data[0].as_ptr(),
+                st(&others[0]),
+                1,
+                data[1].as_ptr(),
+                st(&others[1]),
+                0,
+                data[2].as_ptr(),
+                st(&others[2]),
+                0,
+            );
+        }
+        each_row_block(6, |b| {
+            // SAFETY: as above; blocks past the 6 rows return at once.
+            unsafe {
+                k.at::<Rows>("ew3_rows", b)(
+                    5,
+                    6,
+                    30,
+                    dims(&shape).unwrap(),
+                    rows.as_mut_ptr(),
+                    data[0].as_ptr(),
+                    st(&others[0]),
+                    data[1].as_ptr(),
+                    st(&others[1]),
+                    data[2].as_ptr(),
+                    st(&others[2]),
+                )
+            }
+        });
+        assert_eq!(
+            rows.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            flat.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{width}"
+        );
+    }
+}
+
+/// im2col's row form gives the flat form's operand, bit for bit, in each precision it serves
+/// (FP32, FP16 from FP32, FP16 from FP16), strided, dilated and padded.
+#[test]
+fn im2col_rows_match_the_flat_operand() {
+    type Rows =
+        unsafe extern "C" fn(i64, *mut c_void, *const c_void, i64, i64, i64, i64, i64, i64, i64);
+    let (b, cin, t, kk) = (2usize, 3usize, 13usize, 3usize);
+    let x = values(b * cin * t, 30);
+    let xh = to_half_bits(&x);
+    for (width, k) in both_widths(&fixed_source()) {
+        for (stride, dil, pad) in [(1, 1, 1), (2, 2, 2), (1, 3, 0)] {
+            let t_out = (t + 2 * pad - dil * (kk - 1) - 1) / stride + 1;
+            let rows = b * cin * kk;
+            let n = rows * t_out;
+            let d = [cin, t, kk, t_out, stride, dil, pad].map(|v| v as i64);
+            for (name, size, input) in [
+                ("im2col_f32", 4, x.as_ptr().cast::<c_void>()),
+                ("im2col_f16", 2, x.as_ptr().cast()),
+                ("im2col_f16_h", 2, xh.as_ptr().cast()),
+            ] {
+                let (mut flat, mut by_rows) = (vec![0u8; n * size], vec![0xffu8; n * size]);
+                let f: Im2col = k.flat(name);
+                // SAFETY: outputs hold n elements of `size` bytes; inputs b·cin·t elements.
+                unsafe {
+                    f(
+                        n as i64,
+                        flat.as_mut_ptr().cast(),
+                        input.cast(),
+                        d[0],
+                        d[1],
+                        d[2],
+                        d[3],
+                        d[4],
+                        d[5],
+                        d[6],
+                        0,
+                        1.0,
+                    )
+                };
+                each_row_block(rows, |g| {
+                    // SAFETY: as above; blocks past the rows return at once.
+                    unsafe {
+                        k.at::<Rows>(&format!("{name}_rows"), g)(
+                            n as i64,
+                            by_rows.as_mut_ptr().cast(),
+                            input,
+                            d[0],
+                            d[1],
+                            d[2],
+                            d[3],
+                            d[4],
+                            d[5],
+                            d[6],
+                        )
+                    }
+                });
+                assert_eq!(by_rows, flat, "{width} {name} s{stride} d{dil} p{pad}");
+            }
+        }
+    }
+}
+
+/// Rows too short to fill half a block's elements, or more than the grid's y·z, take the flat
+/// kernel; otherwise blocks span a row in x and the rows fill y, then z.
+#[test]
+fn row_grids_cover_every_row_or_fall_back() {
+    use crate::tts::cuda::device::memory::row_grid;
+    assert_eq!(row_grid(511, 10), None);
+    assert_eq!(row_grid(512, 0), None);
+    assert_eq!(row_grid(512, 10), Some((1, 10, 1)));
+    assert_eq!(row_grid(1025, 65_536), Some((2, 65_535, 2)));
+    assert_eq!(row_grid(4096, 65_535 * 65_535), Some((4, 65_535, 65_535)));
+    assert_eq!(row_grid(4096, 65_535 * 65_535 + 1), None);
+}
