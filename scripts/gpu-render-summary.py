@@ -87,6 +87,11 @@ def main():
         bs = batch_speech(res, rec["wall_s"])
         if bs:
             line += "  batch speech " + json.dumps(bs)
+        spans = res.get("stage_spans") if isinstance(res, dict) else None
+        if isinstance(spans, dict) and spans.get("frames"):
+            # Issue 19: when the first chunk started drawing (the speech before it, the engine's
+            # load included, is what it waited for).
+            line += f"  first chunk at {spans['frames'][0]:.2f} s"
         if isinstance(res, dict) and isinstance(res.get("stage_seconds"), dict):
             line += "  stages " + json.dumps({k: round(v, 2) for k, v in res["stage_seconds"].items() if v})
         for key in ("backend", "gpu", "precision"):

@@ -3,8 +3,10 @@
 //! Input: planned utterances (phoneme ids + the phonemes they came from). Output: 16-bit PCM and
 //! per-phoneme sample spans for each. A [`SpeechService`] holds the backend this process chose
 //! (`--backend`) behind a [`Batcher`]; every render gets a [`SpeechEngine`] (a client of it), so
-//! the sentences of all running renders share model calls. Voices are loaded on first use, so a
-//! render whose speech is all cached never pays for it.
+//! the sentences of all running renders share model calls. On the CPU voices are loaded on first
+//! use, so a render whose speech is all cached never pays for it; on the GPU a render's voices are
+//! loaded as soon as it names them, so the engine loads while the render plans (see
+//! [`Resolved::preloads`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -64,6 +66,11 @@ impl SpeechService {
         self.batcher.stats()
     }
 
+    /// Whether a render's voices are loaded as soon as it names them.
+    pub fn preloads(&self) -> bool {
+        self.resolved.preloads()
+    }
+
     /// Whether several sentences share a model call (then a render sends all its sentences
     /// ahead; otherwise one chunk ahead).
     pub fn batches(&self) -> bool {
@@ -92,6 +99,7 @@ pub struct SpeechStats {
     pub mean_batch_items: f64,
     /// This render's share of the model time (a call's seconds split evenly over its items).
     pub model_seconds: f64,
+    /// Seconds loading (or building) voices, counted once for each call that reported a load.
     pub load_seconds: f64,
     pub padded_ids: u64,
     pub real_ids: u64,
@@ -126,6 +134,8 @@ pub struct SpeechEngine {
     by_segment: Vec<usize>,
     engine_tag: String,
     batches: bool,
+    /// Whether each new voice is loaded at once rather than on its first sentence.
+    preloads: bool,
     /// Submitted, not yet returned: ticket → the voice and the phonemes to align.
     pending: HashMap<u64, (usize, Vec<Kept>)>,
     /// Calls seen so far → their item counts.
@@ -134,7 +144,8 @@ pub struct SpeechEngine {
 }
 
 impl SpeechEngine {
-    /// Reads the voice's config and hashes its model file; does not load the model.
+    /// Reads the voice's config and hashes its model file; loads the model only where the
+    /// service preloads (the GPU), on its lane while the render goes on.
     pub fn new(
         service: &SpeechService,
         options: SpeechOptions,
@@ -146,6 +157,7 @@ impl SpeechEngine {
             by_segment: Vec::new(),
             engine_tag: service.info().cache_tag(),
             batches: service.batches(),
+            preloads: service.preloads(),
             pending: HashMap::new(),
             calls: HashMap::new(),
             stats: SpeechStats::default(),
@@ -211,11 +223,15 @@ impl SpeechEngine {
         }) {
             return Ok(i);
         }
+        let voice = Arc::new(VoiceRef {
+            files: options.voice,
+            hash: voice_hash,
+        });
+        if self.preloads {
+            self.client.preload(&voice);
+        }
         self.voices.push(EngineVoice {
-            voice: Arc::new(VoiceRef {
-                files: options.voice,
-                hash: voice_hash,
-            }),
+            voice,
             config,
             identity,
         });
@@ -325,10 +341,10 @@ impl SpeechEngine {
                 }) => {
                     let (voice, kept) = self.pending.remove(&ticket).unwrap_or_default();
                     let s = &mut self.stats;
-                    s.load_seconds += call.load_seconds;
                     s.model_seconds += call.seconds / call.items.max(1) as f64;
                     if self.calls.insert(call.call, call.items).is_none() {
                         s.batches += 1;
+                        s.load_seconds += call.load_seconds;
                         s.padded_ids += call.padded_ids as u64;
                     }
                     s.mean_batch_items =

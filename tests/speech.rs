@@ -275,6 +275,39 @@ fn cancelling_a_client_releases_its_queued_items() {
     assert!(stats.items <= 3, "{stats:?}");
 }
 
+/// The real voice preloaded: it loads before anything asks for it, the first call reports the
+/// load (once) and speaks what an unbatched call speaks, and the CPU backend has no warm-up.
+#[test]
+fn a_preloaded_voice_speaks_its_first_sentence_without_loading_again() {
+    let ids = ids_of("Loaded before it was asked for.").0;
+    let batcher = cpu_batcher(1, 0);
+    let voice = voice_ref();
+    let mut client = batcher.client();
+    client.preload(&voice);
+    let t = std::time::Instant::now();
+    while batcher.stats().load_seconds == 0.0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the voice was not preloaded"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let loaded = batcher.stats().load_seconds;
+    let first = client.submit(&voice, QUIET, 0, ids.clone()).unwrap();
+    let second = client.submit(&voice, QUIET, 0, ids.clone()).unwrap();
+    let got = collect(&client, 2);
+    assert_eq!(got[&first].1.load_seconds, loaded);
+    assert_eq!(got[&second].1.load_seconds, 0.0);
+    let one = load_model(1)
+        .synthesize(&[&ids], QUIET, 0)
+        .unwrap()
+        .remove(0);
+    assert_same(got[&first].0.as_ref().unwrap(), &one, 2e-4, "preloaded");
+    let stats = batcher.stats();
+    assert_eq!(stats.load_seconds, loaded, "loaded once: {stats:?}");
+    assert_eq!((stats.items, stats.warm_calls), (2, 0), "{stats:?}");
+}
+
 /// The phrase cache keys the backend: a phrase cached by the CPU is not found for the GPU (or
 /// another precision), and is found again for the CPU.
 #[test]

@@ -75,6 +75,11 @@ impl AudioAhead {
         }
     }
 
+    /// Pieces it encodes at once.
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
+    }
+
     /// Hands over the output's next chunk, finished under its final name.
     pub fn add(&mut self, chunk: &Path) {
         if let Some(paths) = &self.paths {

@@ -13,6 +13,9 @@
 //! pts are the chunk's frame index plus the frames before it, dts are rebuilt as a constant
 //! reorder delay behind decode order (Matroska keeps no dts); the output appears only complete,
 //! and any failure or a set stop flag (checked between packets) removes the temp file.
+//! A chunk replaced while it is assembled (another render republished it under the same key: a
+//! new file by a rename, the same content) makes the assembly start over from the files at the
+//! paths now, the audio read again included, up to [`ATTEMPTS`] times in all.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,9 +29,14 @@ use super::cover::{add_cover_stream, write_cover};
 use super::error::{MediaError, ff};
 use super::probe::{ChunkScan, FileId, open_chunk, pts_to_frame, read_packet, scan_open};
 use super::subtitles::{
-    MS, SubtitleFormat, mov_text_encoder, prepare_cues, to_ms, write_mov_text, write_sidecar,
+    MS, SubtitleFormat, TimedText, mov_text_encoder, prepare_cues, to_ms, write_mov_text,
+    write_sidecar,
 };
 use super::{AssembleInfo, Chapter, OutputMeta, init, text_tags};
+
+/// Assembly attempts before a chunk that keeps being replaced fails it with
+/// [`MediaError::ChunkChanged`].
+pub(crate) const ATTEMPTS: usize = 3;
 
 /// One chunk of the output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,12 +87,78 @@ pub fn assemble(
         return Err(MediaError::NoChunks);
     }
     let paths: Vec<PathBuf> = chunks.iter().map(|c| c.path.clone()).collect();
-    let mut aac = audio.complete(&paths);
+    let threads = audio.threads();
+    let mut ahead = Some(audio.complete(&paths));
     if let Some(title) = &meta.title {
         check_no_nul(title, "title")?;
     }
     let chapters = prepare_chapters(&meta.chapters)?;
     let cues = prepare_cues(&meta.cues)?;
+    redo(ATTEMPTS, |attempt| {
+        // A later attempt reads the audio again, from the files at the paths now.
+        let aac = ahead
+            .take()
+            .unwrap_or_else(|| AudioAhead::start(output, threads).complete(&paths));
+        if attempt > 0 {
+            tracing::debug!(attempt, "a chunk was replaced: assembling again");
+        }
+        let made = Made {
+            chunks,
+            output,
+            meta,
+            chapters: &chapters,
+            cues: &cues,
+        };
+        assemble_once(&made, aac, stop)
+    })
+}
+
+/// How one attempt ended, short of an error.
+enum Outcome<T> {
+    Done(T),
+    /// A chunk was replaced during it; the error says which, for when no attempt is left.
+    Replaced(MediaError),
+}
+
+/// Runs `attempt` (given its number, from 0) until it ends otherwise than
+/// [`Outcome::Replaced`], at most `attempts` times; then the last replacement's error.
+fn redo<T>(
+    attempts: usize,
+    mut attempt: impl FnMut(usize) -> Result<Outcome<T>, MediaError>,
+) -> Result<T, MediaError> {
+    let mut n = 0;
+    loop {
+        match attempt(n)? {
+            Outcome::Done(done) => return Ok(done),
+            Outcome::Replaced(e) if n + 1 >= attempts => return Err(e),
+            Outcome::Replaced(_) => n += 1,
+        }
+    }
+}
+
+/// What an attempt assembles, checked once for all attempts.
+#[derive(Clone, Copy)]
+struct Made<'a> {
+    chunks: &'a [ChunkRef],
+    output: &'a Path,
+    meta: &'a OutputMeta,
+    chapters: &'a [(i64, i64, String)],
+    cues: &'a [TimedText],
+}
+
+/// One attempt of [`assemble`] with the audio track `aac`.
+fn assemble_once(
+    made: &Made<'_>,
+    mut aac: AudioAhead,
+    stop: &AtomicBool,
+) -> Result<Outcome<AssembleInfo>, MediaError> {
+    let Made {
+        chunks,
+        output,
+        meta,
+        chapters,
+        cues,
+    } = *made;
     let (files, order) = scan_chunks(chunks, stop)?;
     check_compatible(&files)?;
     let totals = Totals::of(order.iter().map(|&i| &files[i].1))?;
@@ -114,7 +188,7 @@ pub fn assemble(
         .as_ref()
         .map(|c| add_cover_stream(&mut out, output, c).map(|index| (index, c)))
         .transpose()?;
-    write_header(&mut out, output, meta, &chapters)?;
+    write_header(&mut out, output, meta, chapters)?;
     if let Some((index, c)) = cover {
         write_cover(&mut out, output, index, c)?;
     }
@@ -123,7 +197,7 @@ pub fn assemble(
     aac.set_stream(1, tb(&out, 1).unwrap_or(Rational::new(1, 48_000)));
     if !cues.is_empty() {
         let sub_tb = tb(&out, 2).unwrap_or(MS);
-        write_mov_text(output, &cues, 2, sub_tb, &mut out)?;
+        write_mov_text(output, cues, 2, sub_tb, &mut out)?;
     }
 
     let mut frame_offset: i64 = 0;
@@ -132,16 +206,16 @@ pub fn assemble(
         let (path, chunk, id) = &files[i];
         let mut open = open_chunk(path)?;
         if open.id != *id {
-            return Err(MediaError::ChunkChanged {
+            return Ok(Outcome::Replaced(MediaError::ChunkChanged {
                 path: path.to_path_buf(),
                 reason: "another file is at its path now".into(),
-            });
+            }));
         }
         if aac.next_read()? != Some(open.id) {
-            return Err(MediaError::ChunkChanged {
+            return Ok(Outcome::Replaced(MediaError::ChunkChanged {
                 path: path.to_path_buf(),
                 reason: "its audio was read from another file".into(),
-            });
+            }));
         }
         copy_chunk(
             path,
@@ -163,12 +237,12 @@ pub fn assemble(
     ff(output, "write MP4 trailer (faststart)", out.write_trailer())?;
     drop(out); // closes the file before fsync
     let bytes = partial.commit()?;
-    Ok(AssembleInfo {
+    Ok(Outcome::Done(AssembleInfo {
         frames: totals.frames,
         audio_samples: totals.samples,
         duration_s: totals.video_s().max(totals.audio_s()),
         bytes,
-    })
+    }))
 }
 
 /// [`MediaError::Cancelled`] once `stop` is set; checked between chunks and packets.
@@ -443,4 +517,46 @@ fn check_no_nul(text: &str, what: &str) -> Result<(), MediaError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changed(n: usize) -> MediaError {
+        MediaError::ChunkChanged {
+            path: PathBuf::from(format!("c{n}.mkv")),
+            reason: "another file is at its path now".into(),
+        }
+    }
+
+    #[test]
+    fn a_replacement_is_tried_again_and_one_that_goes_on_fails_with_the_last() {
+        let mut tried = Vec::new();
+        let once = redo(ATTEMPTS, |n| {
+            tried.push(n);
+            Ok(match n {
+                0 => Outcome::Replaced(changed(n)),
+                _ => Outcome::Done(n),
+            })
+        });
+        assert_eq!((once.unwrap(), tried), (1, vec![0, 1]));
+
+        let mut tried = Vec::new();
+        let always = redo(ATTEMPTS, |n| {
+            tried.push(n);
+            Ok(Outcome::<()>::Replaced(changed(n)))
+        });
+        assert_eq!(tried, [0, 1, 2]);
+        let e = always.unwrap_err();
+        assert!(e.to_string().starts_with("c2.mkv: changed"), "{e}");
+
+        let mut tried = 0;
+        let failed = redo(ATTEMPTS, |_| {
+            tried += 1;
+            Err::<Outcome<()>, _>(MediaError::Cancelled)
+        });
+        assert!(matches!(failed, Err(MediaError::Cancelled)));
+        assert_eq!(tried, 1, "other errors are not tried again");
+    }
 }

@@ -64,7 +64,9 @@ pub enum MediaError {
     InvalidMeta(String),
     /// A chunk file that is not the one checked before (another process replaced or removed it
     /// meanwhile, e.g. `talker cache gc`): copying it would give an output that misses its own
-    /// subtitles, or interleaves two renders.
+    /// subtitles, or interleaves two renders. A replacement of the same length is assembled
+    /// again from the new file; this comes only when one holds other frames or samples, or
+    /// when chunks kept being replaced through every attempt.
     #[error("{}: changed while this render used it ({reason}); run the render again", path.display())]
     ChunkChanged { path: PathBuf, reason: String },
     /// The caller's stop flag (SIGINT/SIGTERM) was set; nothing was written.

@@ -16,6 +16,13 @@
 //! thread) and takes the next ready batch. The GPU has one lane (one engine, big batches); the CPU
 //! as many as a worker runs renders at once (ONNX Runtime sessions in parallel, as before).
 //!
+//! Between batches a lane does optional work, never while a batch is ready: a voice a client
+//! said it will speak with ([`Client::preload`]) is loaded while no batch is ready, so a render
+//! plans while its engine loads; a loaded voice's warm-up calls ([`Backend::warm_step`]) run one
+//! at a time while the queue is empty, so a request that arrives during the warm-up waits for one
+//! warm-up call at most, and the first sentences never wait for the warm-up. A closed batcher
+//! starts neither.
+//!
 //! Isolation: a failing call is retried item by item, so one bad request fails alone. A client
 //! that is dropped or cancelled takes its queued items out of the queue at once.
 
@@ -88,7 +95,9 @@ pub struct CallInfo {
     pub seconds: f64,
     /// Items × longest item: the ids the model ran, padding included.
     pub padded_ids: usize,
-    /// Seconds this call spent loading (or building) the voice first.
+    /// Seconds the voice's load (or engine build) took, on the first call of the voice on its
+    /// lane (0 on later calls); a preloaded voice was loaded before the call, while it waited
+    /// for nothing.
     pub load_seconds: f64,
 }
 
@@ -113,7 +122,11 @@ pub struct BatcherStats {
     /// Queued items dropped because their render stopped.
     pub cancelled_items: u64,
     pub model_seconds: f64,
+    /// Seconds spent loading voices (preloaded or not), counted when each load ends.
     pub load_seconds: f64,
+    /// Warm-up calls run while the lanes were idle, and their seconds.
+    pub warm_calls: u64,
+    pub warm_seconds: f64,
     pub real_ids: u64,
     pub padded_ids: u64,
     /// Mean items per call.
@@ -142,6 +155,8 @@ struct Item {
 #[derive(Default)]
 struct State {
     queue: Vec<Item>,
+    /// Voices to load before anything asks for them: (client, voice), oldest first.
+    preload: Vec<(u64, Arc<VoiceRef>)>,
     clients: HashMap<u64, Sender<Reply>>,
     closed: bool,
     stats: BatcherStats,
@@ -281,14 +296,29 @@ impl Client {
         Ok(ticket)
     }
 
+    /// Says this client will speak with `voice`: a lane loads it as soon as no batch is ready
+    /// (a lane that has it already does nothing), so the load runs while the render still plans
+    /// rather than in front of its first sentences. Dropping the client before then withdraws it.
+    pub fn preload(&self, voice: &Arc<VoiceRef>) {
+        let mut state = self.shared.lock();
+        if state.closed || state.preload.iter().any(|(_, v)| v.hash == voice.hash) {
+            return;
+        }
+        state.preload.push((self.id, Arc::clone(voice)));
+        drop(state);
+        self.shared.ready.notify_one();
+    }
+
     /// The next reply, waiting at most `timeout` (`None` when none came).
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Reply> {
         self.rx.recv_timeout(timeout).ok()
     }
 
-    /// Takes this client's queued items out of the queue; returns how many.
+    /// Takes this client's queued items (and voices to preload) out of the queue; returns how
+    /// many items.
     pub fn cancel(&self) -> usize {
         let mut state = self.shared.lock();
+        state.preload.retain(|(c, _)| *c != self.id);
         let before = state.queue.len();
         state.queue.retain(|i| i.client != self.id);
         let removed = before - state.queue.len();
@@ -314,8 +344,19 @@ impl Drop for Client {
     }
 }
 
-/// The next batch to run, by the policy; `None` when closed and empty.
-fn next_batch(shared: &Shared) -> Option<Vec<Item>> {
+/// What a lane does next.
+enum Work {
+    /// A batch ready by the policy.
+    Batch(Vec<Item>),
+    /// Load a voice that `client` will speak with (no batch is ready).
+    Load { client: u64, voice: Arc<VoiceRef> },
+    /// One warm-up call of a loaded voice (the queue is empty).
+    Warm([u8; 32]),
+}
+
+/// The lane's next work: a ready batch first, then a voice to preload, then a warm-up call of
+/// one of the lane's voices (`loaded`); `None` when closed and empty.
+fn next_work(shared: &Shared, loaded: &Loaded) -> Option<Work> {
     let mut state = shared.lock();
     loop {
         let now = Instant::now();
@@ -356,10 +397,23 @@ fn next_batch(shared: &Shared) -> Option<Vec<Item>> {
             if !state.queue.is_empty() {
                 shared.ready.notify_one();
             }
-            return Some(batch);
+            return Some(Work::Batch(batch));
         }
-        if state.queue.is_empty() && state.closed {
-            return None;
+        if state.closed {
+            if state.queue.is_empty() {
+                return None;
+            }
+        } else {
+            while !state.preload.is_empty() {
+                let (client, voice) = state.preload.remove(0);
+                if !loaded.contains_key(&voice.hash) {
+                    return Some(Work::Load { client, voice });
+                }
+            }
+            let warming = loaded.iter().find(|(_, e)| e.warming).map(|(h, _)| *h);
+            if let (true, Some(hash)) = (state.queue.is_empty(), warming) {
+                return Some(Work::Warm(hash));
+            }
         }
         let wait = oldest
             .values()
@@ -378,12 +432,76 @@ fn next_batch(shared: &Shared) -> Option<Vec<Item>> {
     }
 }
 
-type Loaded = HashMap<[u8; 32], Result<Box<dyn Backend>, Arc<SpeechError>>>;
+/// A voice as one lane holds it.
+struct Entry {
+    backend: Result<Box<dyn Backend>, Arc<SpeechError>>,
+    /// Seconds its load took, until the voice's first call reports them.
+    unreported_load: f64,
+    /// Whether warm-up calls may be left.
+    warming: bool,
+}
+
+type Loaded = HashMap<[u8; 32], Entry>;
 
 fn lane(shared: &Shared) {
-    let mut backends: Loaded = HashMap::new();
-    while let Some(batch) = next_batch(shared) {
-        run_batch(shared, &mut backends, batch);
+    let mut loaded: Loaded = HashMap::new();
+    while let Some(work) = next_work(shared, &loaded) {
+        match work {
+            Work::Batch(batch) => run_batch(shared, &mut loaded, batch),
+            Work::Load { client, voice } => {
+                let entry = load(shared, &voice.files, &[client]);
+                loaded.insert(voice.hash, entry);
+            }
+            Work::Warm(hash) => {
+                if let Some(entry) = loaded.get_mut(&hash) {
+                    warm_one(shared, entry);
+                }
+            }
+        }
+    }
+}
+
+/// Loads `voice`; its events (an engine build) go to `clients`. The load is counted in the stats.
+fn load(shared: &Shared, voice: &VoiceFiles, clients: &[u64]) -> Entry {
+    let t = Instant::now();
+    let events = |e: Event| {
+        for &c in clients {
+            send(shared, c, Reply::Event(e.clone()));
+        }
+    };
+    let backend = guarded(|| shared.loader.load(voice, &events)).map_err(Arc::new);
+    let seconds = t.elapsed().as_secs_f64();
+    shared.lock().stats.load_seconds += seconds;
+    Entry {
+        warming: backend.is_ok(),
+        backend,
+        unreported_load: seconds,
+    }
+}
+
+/// Runs one warm-up call of `entry`; a failed one ends its warm-up (requests still go to the
+/// voice, which answers them or fails them itself).
+fn warm_one(shared: &Shared, entry: &mut Entry) {
+    let Ok(backend) = &mut entry.backend else {
+        entry.warming = false;
+        return;
+    };
+    let t = Instant::now();
+    let out = guarded(|| backend.warm_step().transpose());
+    if let Some(hook) = AFTER_CALL.get() {
+        hook();
+    }
+    match out {
+        Ok(Some(())) => {
+            let mut state = shared.lock();
+            state.stats.warm_calls += 1;
+            state.stats.warm_seconds += t.elapsed().as_secs_f64();
+        }
+        Ok(None) => entry.warming = false,
+        Err(e) => {
+            entry.warming = false;
+            tracing::warn!("a warm-up call failed ({e}); the voice serves requests unwarmed");
+        }
     }
 }
 
@@ -395,25 +513,15 @@ fn send(shared: &Shared, client: u64, reply: Reply) {
 
 fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
     let first = &batch[0];
-    let mut load_seconds = 0.0;
-    let backend = backends.entry(first.voice.hash).or_insert_with(|| {
-        let t = Instant::now();
-        let clients: Vec<u64> = batch.iter().map(|i| i.client).collect();
-        let events = |e: Event| {
-            let mut told = Vec::new();
-            for &c in &clients {
-                if !told.contains(&c) {
-                    told.push(c);
-                    send(shared, c, Reply::Event(e.clone()));
-                }
-            }
-        };
-        let loaded = guarded(|| shared.loader.load(&first.voice.files, &events)).map_err(Arc::new);
-        load_seconds = t.elapsed().as_secs_f64();
-        loaded
+    let entry = backends.entry(first.voice.hash).or_insert_with(|| {
+        let mut clients: Vec<u64> = batch.iter().map(|i| i.client).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        load(shared, &first.voice.files, &clients)
     });
+    let load_seconds = std::mem::take(&mut entry.unreported_load);
     let (scales, speaker) = (first.scales, first.speaker);
-    let backend = match backend {
+    let backend = match &mut entry.backend {
         Ok(b) => b,
         Err(e) => {
             let info = record(shared, &batch, 0.0, load_seconds, (0, batch.len()));
@@ -461,7 +569,11 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
         Err(e) if batch.len() == 1 => fail_one(shared, batch, seconds, load_seconds, e),
         // A failed call is retried item by item: only the bad item fails.
         _ => {
-            record(shared, &batch, seconds, load_seconds, (0, 0));
+            record(shared, &batch, seconds, 0.0, (0, 0));
+            // The first retry's reply reports the load instead.
+            if let Some(entry) = backends.get_mut(&batch[0].voice.hash) {
+                entry.unreported_load = load_seconds;
+            }
             for item in batch {
                 run_batch(shared, backends, vec![item]);
             }
@@ -521,7 +633,6 @@ fn record(
     s.items += ok as u64;
     s.failed_items += failed as u64;
     s.model_seconds += seconds;
-    s.load_seconds += load;
     s.real_ids += batch.iter().map(|i| i.ids.len() as u64).sum::<u64>();
     s.padded_ids += info.padded_ids as u64;
     s.mean_batch_items = s.items as f64 / s.calls as f64;
@@ -719,5 +830,285 @@ mod tests {
         assert_eq!(b.stats().cancelled_items, 3);
         drop(b);
         assert!(calls.lock().unwrap().is_empty());
+    }
+
+    /// What the warming double saw, in order.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Seen {
+        /// A load began (of the voice whose hash starts with this byte).
+        Load(u8),
+        Warm,
+        Call(usize),
+    }
+
+    type Log = Arc<Mutex<Vec<Seen>>>;
+
+    /// A backend double with `left` warm-up calls of `pause` each (the first fails when `fail`),
+    /// whose loads take `load` (each logged as it begins).
+    #[derive(Clone)]
+    struct Warming {
+        log: Log,
+        load: Duration,
+        left: usize,
+        pause: Duration,
+        fail: bool,
+    }
+
+    impl Backend for Warming {
+        fn synthesize(
+            &mut self,
+            batch: &[&[i64]],
+            _: Scales,
+            _: u32,
+        ) -> Result<Vec<RawSpeech>, SpeechError> {
+            self.log.lock().unwrap().push(Seen::Call(batch.len()));
+            Ok(batch
+                .iter()
+                .map(|b| RawSpeech {
+                    pcm: vec![0.0; b.len()],
+                    id_frames: vec![1; b.len()],
+                })
+                .collect())
+        }
+
+        fn warm_step(&mut self) -> Option<Result<(), SpeechError>> {
+            self.left = self.left.checked_sub(1)?;
+            self.log.lock().unwrap().push(Seen::Warm);
+            std::thread::sleep(self.pause);
+            if self.fail {
+                return Some(Err(SpeechError::Engine("warm-up failed".into())));
+            }
+            Some(Ok(()))
+        }
+    }
+
+    impl Loader for Warming {
+        fn load(&self, v: &VoiceFiles, _: &dyn Fn(Event)) -> Result<Box<dyn Backend>, SpeechError> {
+            let tag = v.name.as_bytes()[0];
+            self.log.lock().unwrap().push(Seen::Load(tag));
+            std::thread::sleep(self.load);
+            Ok(Box::new(self.clone()))
+        }
+    }
+
+    fn warming(load_ms: u64, left: usize, pause_ms: u64, fail: bool) -> (Batcher, Log) {
+        warming_with(Duration::from_millis(1), load_ms, left, pause_ms, fail)
+    }
+
+    /// The warming double behind a batcher of two items a call that waits `max_wait` for them.
+    fn warming_with(
+        max_wait: Duration,
+        load_ms: u64,
+        left: usize,
+        pause_ms: u64,
+        fail: bool,
+    ) -> (Batcher, Log) {
+        let log = Log::default();
+        let double = Warming {
+            log: Arc::clone(&log),
+            load: Duration::from_millis(load_ms),
+            left,
+            pause: Duration::from_millis(pause_ms),
+            fail,
+        };
+        let policy = Policy {
+            limits: BatchLimits {
+                token_budget: 10_000,
+                max_items: 2,
+            },
+            edges: vec![48, 96],
+            max_wait,
+            lanes: 1,
+        };
+        (Batcher::start(Box::new(double), policy), log)
+    }
+
+    /// A voice named `tag` (what the double logs on its load) with `tag` as its hash.
+    fn voice_named(tag: u8) -> Arc<VoiceRef> {
+        let name = char::from(tag).to_string();
+        Arc::new(VoiceRef {
+            files: VoiceFiles {
+                model: format!("{name}.onnx").into(),
+                config: format!("{name}.onnx.json").into(),
+                name,
+            },
+            hash: [tag; 32],
+        })
+    }
+
+    /// Waits (up to 20 s) until `done` holds for the log.
+    fn until(log: &Log, done: impl Fn(&[Seen]) -> bool) {
+        let t = Instant::now();
+        loop {
+            let seen = log.lock().unwrap().clone();
+            if done(&seen) {
+                return;
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "{seen:?}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn warms(log: &[Seen]) -> usize {
+        log.iter().filter(|s| **s == Seen::Warm).count()
+    }
+
+    #[test]
+    fn the_first_request_goes_before_any_warm_up_call_and_the_warm_up_follows_while_idle() {
+        let (b, log) = warming(0, 4, 30, false);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        assert!(replies(&c, 1)[0].1.is_ok());
+        until(&log, |l| warms(l) == 4);
+        let seen = log.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                Seen::Load(b'a'),
+                Seen::Call(1),
+                Seen::Warm,
+                Seen::Warm,
+                Seen::Warm,
+                Seen::Warm
+            ]
+        );
+        // The last call is logged as it begins and counted as it ends.
+        let t = Instant::now();
+        while b.stats().warm_calls < 4 {
+            assert!(t.elapsed() < Duration::from_secs(20), "{:?}", b.stats());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(b.stats().warm_seconds >= 0.1, "{:?}", b.stats());
+    }
+
+    #[test]
+    fn a_request_during_the_warm_up_waits_for_one_warm_up_call_at_most() {
+        let (b, log) = warming(0, 6, 40, false);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        replies(&c, 1);
+        until(&log, |l| warms(l) >= 1);
+        let before = log.lock().unwrap().len();
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        assert!(replies(&c, 1)[0].1.is_ok());
+        until(&log, |l| warms(l) == 6);
+        let seen = log.lock().unwrap().clone();
+        let call = before
+            + seen[before..]
+                .iter()
+                .position(|s| *s == Seen::Call(1))
+                .unwrap();
+        // A warm-up call may have begun between the look at the log and the submit; no other.
+        assert!(warms(&seen[before..call]) <= 1, "{seen:?}");
+        assert!(
+            warms(&seen[call..]) >= 1,
+            "the warm-up goes on after: {seen:?}"
+        );
+    }
+
+    #[test]
+    fn a_preloaded_voice_loads_before_its_first_request_which_reports_the_load() {
+        let (b, log) = warming(300, 0, 0, false);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.preload(&v);
+        c.preload(&v);
+        let t = Instant::now();
+        while b.stats().load_seconds == 0.0 {
+            assert!(t.elapsed() < Duration::from_secs(20), "no preload");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(b.stats().load_seconds >= 0.3);
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        let (_, r, call) = replies(&c, 1).remove(0);
+        assert!(r.is_ok());
+        assert!(call.load_seconds >= 0.3, "{call:?}");
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        assert_eq!(replies(&c, 1)[0].2.load_seconds, 0.0);
+        // Asked for twice, loaded once; nothing loaded on the request.
+        assert_eq!(
+            *log.lock().unwrap(),
+            [Seen::Load(b'a'), Seen::Call(1), Seen::Call(1)]
+        );
+    }
+
+    #[test]
+    fn a_voice_is_preloaded_while_a_batch_fills_and_warmed_only_once_nothing_is_queued() {
+        // A lone item never goes (the wait is an hour); two fill a call.
+        let (b, log) = warming_with(Duration::from_secs(3600), 0, 3, 0, false);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.preload(&v);
+        until(&log, |l| !l.is_empty());
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            *log.lock().unwrap(),
+            [Seen::Load(b'a')],
+            "no warm-up while one waits"
+        );
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        replies(&c, 2);
+        until(&log, |l| warms(l) == 3);
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                Seen::Load(b'a'),
+                Seen::Call(2),
+                Seen::Warm,
+                Seen::Warm,
+                Seen::Warm
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dropped_client_s_voice_is_not_preloaded() {
+        let (b, log) = warming(200, 0, 0, false);
+        let first = b.client();
+        first.preload(&voice_named(b'a'));
+        until(&log, |l| !l.is_empty());
+        let gone = b.client();
+        gone.preload(&voice_named(b'b'));
+        drop(gone);
+        // Dropping the batcher waits for the load under way and starts no other.
+        drop(b);
+        assert_eq!(*log.lock().unwrap(), [Seen::Load(b'a')]);
+    }
+
+    #[test]
+    fn a_failed_warm_up_call_ends_the_warm_up_and_the_voice_still_speaks() {
+        let (b, log) = warming(0, 5, 0, true);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        replies(&c, 1);
+        until(&log, |l| warms(l) >= 1);
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        assert!(replies(&c, 1)[0].1.is_ok());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            *log.lock().unwrap(),
+            [Seen::Load(b'a'), Seen::Call(1), Seen::Warm, Seen::Call(1)]
+        );
+        assert_eq!(b.stats().warm_calls, 0);
+    }
+
+    #[test]
+    fn dropping_the_batcher_ends_the_warm_up() {
+        let (b, log) = warming(0, 500, 20, false);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        replies(&c, 1);
+        until(&log, |l| warms(l) >= 1);
+        drop(c);
+        let begun = warms(&log.lock().unwrap());
+        drop(b);
+        // The call under way (or one begun since the look) finishes; no other starts.
+        let seen = log.lock().unwrap().clone();
+        assert!(warms(&seen) <= begun + 1, "{seen:?}");
     }
 }

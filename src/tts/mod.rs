@@ -44,6 +44,14 @@ pub trait Backend {
         scales: Scales,
         speaker: u32,
     ) -> Result<Vec<RawSpeech>, SpeechError>;
+
+    /// Runs the next of the backend's warm-up calls (kernels, library heuristics, memory pool
+    /// for the shapes real batches take), `None` once none is left. The batcher calls it only
+    /// while no request is queued, one call at a time, so a warm-up never holds the first
+    /// sentences back by more than one call. Backends that need none keep the default.
+    fn warm_step(&mut self) -> Option<Result<(), SpeechError>> {
+        None
+    }
 }
 
 /// One phoneme and the samples it covers, relative to the start of its utterance.

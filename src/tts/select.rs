@@ -5,8 +5,9 @@
 //! the CUDA libraries load and the driver sees a device, and otherwise says in one line why it
 //! speaks on the CPU. Nothing here creates a CUDA context: the probe only loads the libraries
 //! (after checking they exist) and asks the driver for the device's name. The voice itself is
-//! loaded later, by the batcher's thread, through [`Resolved::load`]; a CUDA engine is built
-//! there on first use and stored under `engines`.
+//! loaded later, by the batcher's thread, through [`Resolved::load`] (on the GPU as soon as a
+//! render names it, see [`Resolved::preloads`]); a CUDA engine is built there on first use and
+//! stored under `engines`, and warmed by the batcher while it is idle.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -278,6 +279,16 @@ fn calibration() -> Vec<Vec<i64>> {
 }
 
 impl Resolved {
+    /// Whether a render's voices are loaded while it plans ([`super::batcher::Client::preload`]):
+    /// on the GPU, whose one lane would otherwise load the engine (context, module, weights: most
+    /// of a second) in front of the first sentences. The price: a render whose speech is all
+    /// cached may wait as it ends for a load it did not need (a batcher finishes the load under
+    /// way before it stops). CPU lanes keep loading on first use: each lane has its own session,
+    /// about 200 MB and a fraction of that time each, not worth that price.
+    pub fn preloads(&self) -> bool {
+        self.info.gpu.is_some()
+    }
+
     /// Loads `voice` on this backend (on the thread that will run it). A CUDA engine is built
     /// when missing or stale; `events` hears about it (a line and a progress bar).
     #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
@@ -300,7 +311,7 @@ impl Resolved {
                 } else {
                     Vec::new()
                 };
-                let mut v = GpuVoice::open_or_build(
+                let v = GpuVoice::open_or_build(
                     voice,
                     *precision,
                     engines,
@@ -325,7 +336,8 @@ impl Resolved {
                         stage: Stage::Engine,
                     });
                 }
-                v.warm()?;
+                // Not warmed here: the batcher runs the warm-up calls one by one while no request
+                // waits (`Backend::warm_step`), so the first sentences do not wait for them.
                 Ok(Box::new(v))
             }
         }

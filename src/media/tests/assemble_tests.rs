@@ -220,11 +220,17 @@ fn audio_is_continuous_and_aligned_across_chunk_joins() {
         start += len;
     }
     assemble_paths(&chunks, &out, &OutputMeta::default()).expect("assemble");
+    // A click or a shift at a join would cost about 0.3.
+    let worst = tone_error(&decoded_audio(&out, start), 0);
+    assert!(worst < 0.03, "worst window RMS error {worst}");
+}
 
-    // Decoded with the edit list applied, so encoder priming must not shift the tone.
+/// The output's audio track decoded at 48 kHz, `samples` (at 22050 Hz) long, with the edit list
+/// applied, so that encoder priming must not shift the tone.
+fn decoded_audio(out: &std::path::Path, samples: u64) -> Vec<f32> {
     let pcm = Command::new("ffmpeg")
         .args(["-v", "error", "-i"])
-        .arg(&out)
+        .arg(out)
         .args(["-map", "0:a", "-f", "f32le", "-"])
         .output()
         .expect("ffmpeg");
@@ -235,27 +241,31 @@ fn audio_is_continuous_and_aligned_across_chunk_joins() {
         .collect();
     // ffmpeg 5.1 trims the priming at the start (edit list) but decodes the last AAC
     // frame whole; the track duration itself is checked with ffprobe in other tests.
-    let expected_len = (start * 48_000 / 22_050) as usize;
+    let expected_len = (samples * 48_000 / 22_050) as usize;
     assert!(
         (expected_len..expected_len + 1024).contains(&decoded.len()),
         "{} decoded samples, expected {expected_len}",
         decoded.len()
     );
-    let decoded = &decoded[..expected_len];
-    // Worst 10 ms window of the difference to the ideal tone. The first 30 ms are skipped:
-    // ffmpeg's aac encoder smears the abrupt onset of the tone there (the ffmpeg CLI gives
-    // the same samples). A click or a shift at a join would cost about 0.3.
-    let ideal = |t: usize| 0.5 * (2.0 * std::f64::consts::PI * 440.0 * t as f64 / 48_000.0).sin();
+    decoded[..expected_len].to_vec()
+}
+
+/// Worst 10 ms window RMS of the difference between `decoded` and the ideal tone of `sine` from
+/// its sample `first` (at 22050 Hz). The first 30 ms are skipped: ffmpeg's aac encoder smears the
+/// abrupt onset of the tone there (the ffmpeg CLI gives the same samples).
+fn tone_error(decoded: &[f32], first: u64) -> f64 {
+    let at = first as f64 / 22_050.0;
+    let ideal =
+        |t: usize| 0.5 * (2.0 * std::f64::consts::PI * 440.0 * (t as f64 / 48_000.0 + at)).sin();
     let window = 480;
-    let worst = (3..decoded.len() / window)
+    (3..decoded.len() / window)
         .map(|w| {
             let err: f64 = (w * window..(w + 1) * window)
                 .map(|t| (f64::from(decoded[t]) - ideal(t)).powi(2))
                 .sum();
             (err / window as f64).sqrt()
         })
-        .fold(0.0, f64::max);
-    assert!(worst < 0.03, "worst window RMS error {worst}");
+        .fold(0.0, f64::max)
 }
 
 /// A PNG cover becomes an attached picture after the subtitle track, its bytes as given, and the
@@ -330,23 +340,55 @@ fn audio_handed_over_for_other_chunks_is_encoded_again_from_these() {
 }
 
 #[test]
-fn audio_read_from_a_chunk_replaced_since_fails_and_leaves_nothing() {
+fn audio_read_from_a_chunk_replaced_since_is_read_again_from_the_file_there_now() {
     let (dir, out) = temp("out.mp4");
     let chunk = dir.path().join("c0.mkv");
     write_chunk(&chunk, &small(25), 22050, 50, 44100);
     let mut audio = AudioAhead::start(&out, 2);
     audio.add(&chunk);
     audio.wait_read().expect("the chunk read");
-    // Another render replaces it (by a rename, as ever) with one of the same length.
+    // Another render replaces it (by a rename, as ever) with one of the same length, whose tone
+    // starts elsewhere so that the two can be told apart.
     let other = dir.path().join("other.mkv");
     write_chunk_at(&other, &small(25), 22050, 50, 44100, 999);
     std::fs::rename(&other, &chunk).expect("rename");
     let stop = AtomicBool::new(false);
-    let refs = [ChunkRef::from(chunk)];
+    let refs = [ChunkRef::from(chunk.clone())];
+    let info = super::super::assemble(&refs, &out, &OutputMeta::default(), audio, &stop)
+        .expect("assembled again from the new file");
+    assert_eq!((info.frames, info.audio_samples), (50, 44100));
+    assert_eq!(entries(dir.path()), ["c0.mkv", "out.mp4"]);
+    assert_eq!(frame_md5s(&out), frame_md5s(&chunk));
+    // The new file's tone, not the old one's (a phase apart).
+    let decoded = decoded_audio(&out, 44100);
+    assert!(tone_error(&decoded, 999) < 0.03);
+    assert!(tone_error(&decoded, 0) > 0.1);
+    // Byte for byte what a render that found the new file in the first place writes.
+    let fresh = dir.path().join("fresh.mp4");
+    assemble_paths(std::slice::from_ref(&chunk), &fresh, &OutputMeta::default()).expect("assemble");
+    let read = |p: &std::path::Path| std::fs::read(p).expect("read mp4");
+    assert!(read(&out) == read(&fresh), "the old file's audio was used");
+}
+
+#[test]
+fn a_chunk_replaced_by_one_of_other_length_fails_and_leaves_nothing() {
+    let (dir, out) = temp("out.mp4");
+    let chunk = dir.path().join("c0.mkv");
+    write_chunk(&chunk, &small(25), 22050, 50, 44100);
+    // The render checked the chunk it laid its subtitles on; then another file took its place.
+    let refs = [ChunkRef {
+        path: chunk.clone(),
+        expect: Some((50, 44100)),
+    }];
+    let other = dir.path().join("other.mkv");
+    write_chunk(&other, &small(25), 22050, 40, 35280);
+    std::fs::rename(&other, &chunk).expect("rename");
+    let audio = AudioAhead::start(&out, 2);
+    let stop = AtomicBool::new(false);
     let err = super::super::assemble(&refs, &out, &OutputMeta::default(), audio, &stop)
-        .expect_err("audio of another file");
+        .expect_err("another length");
     assert!(
-        matches!(&err, MediaError::ChunkChanged { reason, .. } if reason.contains("audio")),
+        matches!(&err, MediaError::ChunkChanged { reason, .. } if reason.contains("40 frames")),
         "{err}"
     );
     assert_eq!(entries(dir.path()), ["c0.mkv"]);

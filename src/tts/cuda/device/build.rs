@@ -270,6 +270,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub struct GpuVoice {
     pub exec: DeviceExecutor,
     pub header: Header,
+    /// Warm-up calls run so far, in the order of [`GpuVoice::warm_step`].
+    warmed: usize,
 }
 
 impl GpuVoice {
@@ -299,6 +301,7 @@ impl GpuVoice {
         Ok(GpuVoice {
             exec,
             header: file.header,
+            warmed: 0,
         })
     }
 
@@ -345,34 +348,41 @@ impl GpuVoice {
         }
     }
 
-    /// Runs one batch per (bucket edge, warm batch size) so kernels, cuBLAS heuristics and the
-    /// memory pool are ready before real work.
+    /// Runs every warm-up call left (see [`GpuVoice::warm_step`]) so kernels, cuBLAS heuristics
+    /// and the memory pool are ready before real work; returns the seconds it took.
     pub fn warm(&mut self) -> Result<f64, GpuError> {
         let t = Instant::now();
+        while let Some(done) = self.warm_step() {
+            done?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Runs the next warm-up call, one batch per (bucket edge, warm batch size), shortest edge
+    /// first; `None` once all have run. One call at a time, so that the speech batcher can serve
+    /// a request between two of them.
+    pub fn warm_step(&mut self) -> Option<Result<(), GpuError>> {
+        let (edge, n) = warm_shape(&self.header.buckets, &self.header.warm_batches, self.warmed)?;
+        self.warmed += 1;
+        // BOS, then pad/phoneme pairs: a valid id sequence of the bucket's length.
+        let ids: Vec<i64> = (0..edge)
+            .map(|i| {
+                if i == 0 {
+                    1
+                } else if i % 2 == 1 {
+                    0
+                } else {
+                    20 + (i % 30) as i64
+                }
+            })
+            .collect();
+        let batch: Vec<&[i64]> = vec![ids.as_slice(); n];
         let quiet = Scales {
             noise: 0.0,
             length: 1.0,
             noise_w: 0.0,
         };
-        for &edge in &self.header.buckets.clone() {
-            for &n in &self.header.warm_batches.clone() {
-                // BOS, then pad/phoneme pairs: a valid id sequence of the bucket's length.
-                let ids: Vec<i64> = (0..edge)
-                    .map(|i| {
-                        if i == 0 {
-                            1
-                        } else if i % 2 == 1 {
-                            0
-                        } else {
-                            20 + (i % 30) as i64
-                        }
-                    })
-                    .collect();
-                let batch: Vec<&[i64]> = vec![ids.as_slice(); n];
-                self.synthesize(&batch, quiet, 0)?;
-            }
-        }
-        Ok(t.elapsed().as_secs_f64())
+        Some(self.synthesize(&batch, quiet, 0).map(drop))
     }
 
     pub fn synthesize(
@@ -400,6 +410,13 @@ impl GpuVoice {
     }
 }
 
+/// The `k`th warm-up call's (ids per item, items): every size of `sizes` at each edge of
+/// `buckets`, shortest edge first; `None` past the last.
+fn warm_shape(buckets: &[usize], sizes: &[usize], k: usize) -> Option<(usize, usize)> {
+    let edge = *buckets.get(k.checked_div(sizes.len())?)?;
+    Some((edge, sizes[k % sizes.len()]))
+}
+
 impl Backend for GpuVoice {
     fn synthesize(
         &mut self,
@@ -409,11 +426,31 @@ impl Backend for GpuVoice {
     ) -> Result<Vec<RawSpeech>, SpeechError> {
         Ok(GpuVoice::synthesize(self, batch, scales, speaker)?)
     }
+
+    fn warm_step(&mut self) -> Option<Result<(), SpeechError>> {
+        Some(GpuVoice::warm_step(self)?.map_err(SpeechError::from))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warm_up_calls_cover_every_edge_and_size_once_in_order() {
+        let shapes: Vec<_> = (0..5).map(|k| warm_shape(&[48, 96], &[1, 8], k)).collect();
+        assert_eq!(
+            shapes,
+            [
+                Some((48, 1)),
+                Some((48, 8)),
+                Some((96, 1)),
+                Some((96, 8)),
+                None
+            ]
+        );
+        assert_eq!(warm_shape(&[48], &[], 0), None);
+    }
 
     /// Builders racing on one engine path each publish a whole file; no temp file is left.
     #[test]
