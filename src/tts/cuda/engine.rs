@@ -24,7 +24,8 @@ use super::tensor::DType;
 use super::tensor::{Data, Tensor, numel};
 
 pub const MAGIC: &[u8; 8] = b"TALKENG1";
-pub const FORMAT: u32 = 1;
+/// 2: plans may store FP16 activations (`Value::half`), which a reader of format 1 would ignore.
+pub const FORMAT: u32 = 2;
 
 /// The GPU an engine was built on and for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -102,11 +102,21 @@ impl<'p> HostExecutor<'p> {
             if let Some(o) = outs.first() {
                 self.work.macs += step_macs(&step.op, &shapes, &o.shape);
             }
-            fn sized(t: &Tensor) -> (&[usize], usize) {
-                (t.shape.as_slice(), t.dtype().size())
-            }
-            let ins_sized: Vec<_> = ins.iter().map(|t| t.map(sized)).collect();
-            let outs_sized: Vec<_> = outs.iter().map(sized).collect();
+            // Bytes as the device stores each value (FP16 activations: 2).
+            let size = |v: Option<ValueId>, t: &Tensor| match v {
+                Some(v) if plan.values[v].half => 2,
+                _ => t.dtype().size(),
+            };
+            let ins_sized: Vec<_> = ins
+                .iter()
+                .zip(&step.inputs)
+                .map(|(t, &v)| t.map(|t| (t.shape.as_slice(), size(v, t))))
+                .collect();
+            let outs_sized: Vec<_> = outs
+                .iter()
+                .zip(&step.outputs)
+                .map(|(t, &v)| (t.shape.as_slice(), size(Some(v), t)))
+                .collect();
             self.work.bytes += step_bytes(&step.op, &ins_sized, &outs_sized, ConvPath::Gemm);
             for v in step.inputs.iter().flatten() {
                 if self.last_use[*v] == index {

@@ -214,7 +214,7 @@ extern "C" __global__ void NAME(i64 n, OUT_T* col, const IN_T* x, i64 cin, i64 t
     NAME##_at<int>((int)n, col, x, (int)cin, (int)t_in, (int)k, (int)t_out, (int)stride, (int)dil, (int)pad, tn, inv); \
   else NAME##_at<i64>(n, col, x, cin, t_in, k, t_out, stride, dil, pad, tn, inv); \
 }
-// im2col in rows ("nn" only): row g of the operand is (item, channel, tap) = g / rows, ...
+// im2col in rows ("nn" only): operand row g is item g / (cin·k), channel (g % (cin·k)) / k, tap g % k.
 #define IM2COL_ROWS(NAME, IN_T, OUT_T, CONVERT) \
 template <typename I> __device__ __forceinline__ void NAME##_rows_at(I t_out, I g, OUT_T* col, const IN_T* x, I cin, I t_in, I k, I stride, I dil, I pad) { \
   I rows = cin * k; I b = g / rows; I row = g - b * rows; I ci = row / k; I kk = row - ci * k; \
@@ -422,10 +422,11 @@ fn expr(op: Ew, a: &[String], types: &[DType], out: DType) -> String {
     }
 }
 
-/// CUDA source of a fused program's kernel (everything but the name): a body over the index type
+/// CUDA source of a fused program's kernels (everything but the name): a body over the index type
 /// `I`, 32-bit where the element count allows, and the `extern "C"` entry that picks it. Each
 /// thread loads its `UNROLL` elements' inputs first (the coordinates of a broadcast element are
-/// divided out once for all inputs), then runs the program on them and stores.
+/// divided out once for all inputs), then runs the program on them and stores. `{name}_rows` is
+/// the row form (`n` the last axis, `rows`, `total`; no dense flags): see `ROW_INDEX`.
 pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) -> String {
     let input_types: Vec<DType> = inputs.iter().map(|s| s.dtype).collect();
     let out_t = Stored {

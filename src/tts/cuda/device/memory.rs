@@ -117,7 +117,7 @@ pub struct DevTensor {
     pub buf: Rc<DevBuf>,
     pub shape: Vec<usize>,
     pub dtype: DType,
-    /// An F32 tensor stored as FP16 bits (a decoder activation, `Value::half`).
+    /// An F32 tensor stored as FP16 bits (FP16 activations, weights and GEMM operands).
     pub half: bool,
 }
 

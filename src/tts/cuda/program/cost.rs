@@ -74,8 +74,17 @@ pub fn step_bytes(
         .sum();
     let shape = |k: usize| inputs.get(k).copied().flatten().map(|(s, _)| s);
     let out = outputs.first().map(|(s, _)| *s);
+    // FP16 activations (2-byte values) in or out keep a convolution on the GEMM path.
+    let half_in = inputs
+        .first()
+        .copied()
+        .flatten()
+        .is_some_and(|(_, size)| size == 2);
+    let half_out = outputs.first().is_some_and(|&(_, size)| size == 2);
     if let (ConvPath::Cudnn, Op::Conv(c) | Op::ConvTranspose(c), Some(x), Some(w), Some(y)) =
         (path, op, shape(0), shape(1), out)
+        && !half_in
+        && !half_out
         && dnn_conv(op, x, w).is_some()
     {
         let casts = if c.precision == Precision::F16 {
@@ -89,7 +98,7 @@ pub fn step_bytes(
         (Op::Conv(c), Some([b, cin, ..]), Some([_, _, k, ..]), Some([_, cout, t_out, ..]))
             if c.group == 1 =>
         {
-            let direct = conv_is_direct(c, *k);
+            let direct = conv_is_direct(c, *k, half_in);
             let col = if direct {
                 0
             } else {
@@ -104,7 +113,7 @@ pub fn step_bytes(
         }
         (Op::ConvTranspose(c), Some([b, cin, t, ..]), Some(_), Some([_, cout, ..])) => {
             let k = c.kernel.max(1);
-            let cast = if c.precision == Precision::F32 {
+            let cast = if c.precision == Precision::F32 || half_in {
                 0
             } else {
                 b * cin * t * operand_size(c.precision)
@@ -121,10 +130,12 @@ pub fn step_bytes(
     (tensors + internal) as u64
 }
 
-/// Whether the device runs this convolution as a GEMM straight on its input (FP32, 1×1, no
-/// stride or padding), without an im2col operand.
-fn conv_is_direct(c: &ConvSpec, kernel: usize) -> bool {
-    c.precision == Precision::F32
+/// Whether the device runs this convolution as a GEMM straight on its input (1×1, no stride or
+/// padding, the input stored in the operand's type: FP32, or FP16 activations of an FP16 step),
+/// without an im2col operand.
+fn conv_is_direct(c: &ConvSpec, kernel: usize, half_in: bool) -> bool {
+    c.precision != Precision::I8
+        && half_in == (c.precision == Precision::F16)
         && kernel == 1
         && c.stride == 1
         && c.pad_begin == 0
@@ -286,6 +297,43 @@ mod tests {
                 ConvPath::Cudnn
             ),
             tensors as u64
+        );
+    }
+
+    #[test]
+    fn fp16_activations_are_counted_as_stored_and_stay_off_cudnn() {
+        let h = |s: &'static [usize]| Some((s, 2));
+        let f = |s: &'static [usize]| Some((s, 4));
+        // An FP16 1×1 conv over FP16 activations is a GEMM on its input, on either path.
+        let direct = Op::Conv(ConvSpec {
+            precision: Precision::F16,
+            ..spec(1, 1, 1)
+        });
+        for path in [GEMM, ConvPath::Cudnn] {
+            assert_eq!(
+                step_bytes(
+                    &direct,
+                    &[h(&[1, 4, 5]), f(&[8, 4, 1])],
+                    &[(&[1, 8, 5], 2)],
+                    path
+                ),
+                (20 * 2 + 32 * 4 + 40 * 2) as u64
+            );
+        }
+        // An FP16 ConvTranspose reads FP16 activations as its operand: no cast.
+        let ct = Op::ConvTranspose(ConvSpec {
+            precision: Precision::F16,
+            ..spec(16, 8, 1)
+        });
+        let tensors = 256 * 7 * 2 + 256 * 128 * 16 * 4 + 128 * 64 * 2;
+        assert_eq!(
+            step_bytes(
+                &ct,
+                &[h(&[1, 256, 7]), f(&[256, 128, 16])],
+                &[(&[1, 128, 64], 2)],
+                GEMM
+            ),
+            (tensors + 2 * 128 * 16 * 7 * 4) as u64
         );
     }
 }

@@ -162,14 +162,11 @@ fn readers_read_half(plan: &Plan) -> Vec<bool> {
     ok
 }
 
-/// Marks the decoder's activations of an FP16 plan to be stored as FP16 on the device; returns
-/// how many. The decoder's elementwise chains and im2col operands stream these tensors, so their
-/// bytes halve; the maths stays FP32 (a step widens what it reads and rounds what it writes).
-/// Measured on the host executor over all 200 held-out sentences, FP16 storage of every decoder
-/// output costs 0.1 dB of SNR against ONNX Runtime (`examples/fp16_activations.rs`); in the flow
-/// it cost 2.5 dB, so only the decoder (`/dec/` steps, as Piper exports it) is marked. A value is
-/// marked only where its producer writes FP16 and every reader reads it: fused elementwise steps
-/// and FP16 convolutions (as their data input), or `Shape`; never a graph output.
+/// Marks the decoder's activations of an FP16 plan to be stored as FP16 on the device (half the
+/// bytes; the maths stays FP32); returns how many. Only the decoder (`/dec/` steps, as Piper
+/// exports it): there it costs about 0.1 dB against ONNX Runtime, in the flow 2.5 dB
+/// (`examples/fp16_activations.rs`). A value is marked where its writer and every reader handle
+/// FP16 (fused steps, FP16 convolutions' data input, `Shape`), never a graph output.
 pub fn half_activations(plan: &mut Plan) -> usize {
     let readers_ok = readers_read_half(plan);
     let mut marked = 0;

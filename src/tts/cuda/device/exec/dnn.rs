@@ -3,7 +3,8 @@
 //! both as NCHW with H = 1 (`program::dnn` maps the shapes). FP16 steps cast their input to FP16,
 //! run with FP16 data and FP32 compute on tensor cores, and widen the FP16 output back to the
 //! FP32 the next step reads; FP32 steps run FP32 with FMA maths only (no TF32), so the duration
-//! path rounds as it does on the GEMM path.
+//! path rounds as it does on the GEMM path. Steps that read or write FP16 activations (an FP16
+//! engine's decoder) stay on the GEMM path.
 //!
 //! The algorithm is cuDNN's heuristic first choice (no timed search: a timed search at every new
 //! shape is what made ONNX Runtime's EXHAUSTIVE mode take 38 s to warm), chosen once per step and

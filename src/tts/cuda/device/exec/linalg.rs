@@ -223,7 +223,7 @@ impl DeviceExecutor {
             .push(spec.dilation as i64)
             .push(spec.pad_begin as i64);
         // The "nn" layout's rows are (item, channel, tap): one row kernel block per row part.
-        match memory::row_grid(t_out, b * rows).filter(|_| !tn) {
+        match memory::row_grid(t_out, b * rows).filter(|_| !tn && spec.precision != Precision::I8) {
             Some(g) => p.launch_grid(self.f(&format!("{name}_rows"))?, st, g)?,
             None => {
                 p.push(i32::from(tn)).push(inv);
