@@ -6,9 +6,9 @@ ratios against PyTorch and the issue's targets, and the slowest op kinds of the 
   python3 scripts/gpu-cudnn-summary.py OUT   (OUT holds the call's JSON files, or its raw.tar.xz)
 """
 import json
-import os
 import sys
-import tarfile
+
+from gpu_outputs import last_json, texts
 
 TARGET_VS_TORCH = 1.0
 TARGET_BUCKETS = 1500.0
@@ -16,25 +16,7 @@ TARGET_BATCH1 = 600.0
 
 
 def load(out):
-    docs = {}
-    archive = os.path.join(out, "raw.tar.xz")
-    if os.path.exists(archive):
-        with tarfile.open(archive) as t:
-            for m in t.getmembers():
-                if m.name.endswith(".json"):
-                    docs[os.path.basename(m.name)[:-5]] = t.extractfile(m).read().decode()
-    for f in os.listdir(out):
-        if f.endswith(".json"):
-            with open(os.path.join(out, f), encoding="utf-8") as fh:
-                docs[f[:-5]] = fh.read()
-    parsed = {}
-    for name, text in docs.items():
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        try:
-            parsed[name] = json.loads(lines[-1]) if lines else None
-        except ValueError:
-            parsed[name] = None
-    return parsed
+    return {name: last_json(text) for name, text in texts(out).items()}
 
 
 def rates(bench, conv=None):

@@ -9,34 +9,11 @@ import collections
 import csv
 import io
 import json
-import os
 import re
 import statistics
 import sys
-import tarfile
 
-
-def texts(out):
-    docs = {}
-    archive = os.path.join(out, "raw.tar.xz")
-    if os.path.exists(archive):
-        with tarfile.open(archive) as t:
-            for m in t.getmembers():
-                if m.name.endswith(".json"):
-                    docs[os.path.basename(m.name)[:-5]] = t.extractfile(m).read().decode()
-    for f in os.listdir(out):
-        if f.endswith(".json"):
-            with open(os.path.join(out, f), encoding="utf-8") as fh:
-                docs[f[:-5]] = fh.read()
-    return docs
-
-
-def last_json(text):
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
-    try:
-        return json.loads(lines[-1]) if lines else None
-    except ValueError:
-        return None
+from gpu_outputs import last_json, texts
 
 
 def rates(doc):
