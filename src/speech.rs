@@ -538,6 +538,7 @@ impl Phrases {
         w: Waiter<'_>,
     ) -> crate::Result<()> {
         let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
+        let mut fresh = Vec::new();
         while utterances
             .clone()
             .any(|u| !self.ready.contains_key(&plan.utterances[u].key))
@@ -549,12 +550,16 @@ impl Phrases {
                 continue;
             };
             self.waiting.remove(&key);
-            if let Err(e) = w.cache.put_phrase(key, &speech) {
-                w.progress.event(Event::Warning {
-                    message: format!("{e}; this phrase is not cached"),
-                });
-            }
             self.ready.insert(key, speech);
+            fresh.push(key);
+        }
+        // Stored together, encoded in parallel: one phrase at a time on this thread was the
+        // serial part of a GPU render's speech.
+        let fresh: Vec<(Key, &Speech)> = fresh.iter().map(|k| (*k, &self.ready[k])).collect();
+        if let Err(e) = w.cache.put_phrases(&fresh) {
+            w.progress.event(Event::Warning {
+                message: format!("{e}; {} phrases are not cached", fresh.len()),
+            });
         }
         Ok(())
     }

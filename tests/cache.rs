@@ -56,6 +56,37 @@ fn phrase_round_trip_and_counters() {
     assert_eq!(stats.phrase_hit_ratio(), 0.5);
 }
 
+/// Many phrases stored at once (encoded on several threads, written in one transaction) come
+/// back as given; one that cannot be encoded (FLAC stops at 96 kHz) is left out with an error
+/// that names why, after the others are stored.
+#[test]
+fn phrases_stored_together_come_back_and_an_unencodable_one_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    let all: Vec<(talker::cache::Key, Speech)> = (0..40)
+        .map(|i| (key(&format!("p{i}")), speech(100 + 997 * i, i as i16)))
+        .collect();
+    let refs: Vec<_> = all.iter().map(|(k, s)| (*k, s)).collect();
+    cache.put_phrases(&refs).unwrap();
+    let keys: Vec<_> = all.iter().map(|(k, _)| *k).collect();
+    let found = cache.get_phrases(&keys).unwrap();
+    assert_eq!(found.len(), 40);
+    for (k, s) in &all {
+        assert_eq!(&found[k], s);
+    }
+
+    let mut too_fast = speech(500, 1);
+    too_fast.sample_rate = 192_000;
+    let ok = speech(700, 2);
+    let err = cache
+        .put_phrases(&[(key("fast"), &too_fast), (key("ok2"), &ok)])
+        .unwrap_err();
+    assert!(err.to_string().contains("96000"), "{err}");
+    let found = cache.get_phrases(&[key("fast"), key("ok2")]).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[&key("ok2")], ok);
+}
+
 #[test]
 fn reopening_keeps_entries_and_double_put_is_harmless() {
     let dir = tempfile::tempdir().unwrap();
