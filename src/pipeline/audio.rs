@@ -7,7 +7,8 @@
 //! its header) and, with `--loudness`, the whole book's loudness; the second reads the speech back
 //! from the cache through the leveller (one gain for the book, a peak limiter, ACX's room tone at
 //! the ends of each file) into the streaming writer, which moves on to the next file where the
-//! next chapter begins. Memory stays that of the budget whatever the book's length, and chapters
+//! next chapter begins; the writer and the meter of the levelled audio run on threads of their
+//! own, so that the tail after the last sentence is as long as its slowest stage. Memory stays that of the budget whatever the book's length, and chapters
 //! and subtitle cues are timed on the same sample clock as the audio written.
 
 use std::collections::VecDeque;
