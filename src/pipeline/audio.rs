@@ -7,14 +7,18 @@
 //! its header) and, with `--loudness`, the whole book's loudness; the second reads the speech back
 //! from the cache through the leveller (one gain for the book, a peak limiter, ACX's room tone at
 //! the ends of each file) into the streaming writer, which moves on to the next file where the
-//! next chapter begins. Memory stays that of the budget whatever the book's length, and chapters
+//! next chapter begins; the writer and the meter of the levelled audio run on threads of their
+//! own, so that the tail after the last sentence is as long as its slowest stage. Memory stays that of the budget whatever the book's length, and chapters
 //! and subtitle cues are timed on the same sample clock as the audio written.
 
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::animate::{ChunkAudio, chunk_audio};
 use crate::cache::{Cache, CacheLocation, open_cache, report_warnings};
@@ -239,36 +243,129 @@ impl Levelling {
     }
 }
 
-/// One file being written in pass 2, with its leveller.
-struct FileSink {
-    writer: AudioWriter,
-    leveller: Option<Leveller>,
+/// What the levelling thread hands the writing thread in pass 2, in order.
+enum Block {
+    /// The current file's next samples (levelled, or as read when not levelling).
+    Pcm(Arc<Vec<i16>>),
+    /// The current file is complete; the next one starts.
+    Next,
+    /// The last file is complete: the book is done. Without it the files are abandoned.
+    End,
 }
 
-impl FileSink {
-    /// `pcm` levelled (and measured into `after`) when levelling, as it is otherwise.
-    fn push(&mut self, pcm: &[i16], after: &mut Option<Meter>, buf: &mut Vec<i16>) -> Result<()> {
-        match (&mut self.leveller, after) {
-            (Some(l), Some(after)) => {
-                buf.clear();
-                l.push(pcm, buf);
-                after.add_i16(buf);
-                Ok(self.writer.push(buf)?)
+/// Blocks that may wait between pass 2's levelling and its writing or metering: a few chunks,
+/// so that each stage keeps working while the next is busy, and memory stays bounded.
+const STAGE_QUEUE: usize = 8;
+
+/// Pass 2's writing thread: the files opened by `open` in turn, fed `blocks` until
+/// [`Block::End`]; returns their sizes, or `None` when the blocks stopped before it (the
+/// levelling failed: what was written is dropped, never put under the output's name).
+fn write_files(
+    open: impl Fn(usize) -> Result<AudioWriter>,
+    blocks: &Receiver<Block>,
+) -> Result<Option<Vec<u64>>> {
+    let mut sizes = Vec::new();
+    let mut writer = open(0)?;
+    for block in blocks {
+        match block {
+            Block::Pcm(pcm) => writer.push(&pcm)?,
+            Block::Next => {
+                let done = std::mem::replace(&mut writer, open(sizes.len() + 1)?);
+                sizes.push(done.finish()?);
             }
-            _ => Ok(self.writer.push(pcm)?),
+            Block::End => {
+                sizes.push(writer.finish()?);
+                return Ok(Some(sizes));
+            }
         }
     }
+    Ok(None)
+}
 
-    /// The leveller's last samples and room tone, then the file under its name; its size.
-    fn finish(self, after: &mut Option<Meter>, buf: &mut Vec<i16>) -> Result<u64> {
-        let mut writer = self.writer;
-        if let (Some(l), Some(after)) = (self.leveller, after) {
-            buf.clear();
-            l.finish(buf);
-            after.add_i16(buf);
-            writer.push(buf)?;
+/// Pass 2's metering thread: the levelled book as written (`after`).
+fn meter_blocks(rate: u32, blocks: &Receiver<Arc<Vec<i16>>>) -> Option<Meter> {
+    let mut after = Meter::new(1, rate)?;
+    for pcm in blocks {
+        after.add_i16(&pcm);
+    }
+    Some(after)
+}
+
+/// Where the levelling thread's blocks go: the writer, and the meter when levelling.
+struct Outlets {
+    writer: Sender<Block>,
+    meter: Option<Sender<Arc<Vec<i16>>>>,
+}
+
+impl Outlets {
+    /// `pcm` to the writer and the meter. Fails only once the writer has stopped on an error,
+    /// which [`joined`] returns in place of this one.
+    fn pcm(&self, pcm: Vec<i16>) -> Result<()> {
+        let pcm = Arc::new(pcm);
+        if let Some(meter) = &self.meter {
+            // The meter stops early only by panicking, which its join reports.
+            let _ = meter.send(Arc::clone(&pcm));
         }
-        Ok(writer.finish()?)
+        self.send(Block::Pcm(pcm))
+    }
+
+    fn send(&self, block: Block) -> Result<()> {
+        self.writer
+            .send(block)
+            .map_err(|_| Error::ThreadLost("the audio writer stopped".into()))
+    }
+}
+
+/// Pass 2's writing (files opened by `open`) and, with `metered` (the rate), metering threads,
+/// fed by `feed` on this one; the files' sizes and the levelled book's meter. The files are
+/// written whole or not at all: an error of `feed` abandons them.
+fn in_stages(
+    open: impl Fn(usize) -> Result<AudioWriter> + Send,
+    metered: Option<u32>,
+    feed: impl FnOnce(&Outlets) -> Result<()>,
+) -> Result<(Vec<u64>, Option<Meter>)> {
+    std::thread::scope(|s| {
+        let (to_writer, blocks) = crossbeam_channel::bounded(STAGE_QUEUE);
+        let writer = std::thread::Builder::new()
+            .name("audio-writer".into())
+            .spawn_scoped(s, move || write_files(open, &blocks))
+            .map_err(|e| Error::ThreadLost(format!("cannot start the audio writer: {e}")))?;
+        let (to_meter, levelled) = crossbeam_channel::bounded(STAGE_QUEUE);
+        let meter = metered
+            .map(|rate| {
+                std::thread::Builder::new()
+                    .name("loudness".into())
+                    .spawn_scoped(s, move || meter_blocks(rate, &levelled))
+                    .map_err(|e| Error::ThreadLost(format!("cannot start the loudness meter: {e}")))
+            })
+            .transpose()?;
+        let out = Outlets {
+            writer: to_writer,
+            meter: meter.is_some().then_some(to_meter),
+        };
+        let fed = feed(&out);
+        drop(out);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(Error::ThreadLost("the audio writer panicked".into())));
+        let after = meter
+            .map(|m| m.join())
+            .transpose()
+            .map_err(|_| Error::ThreadLost("the loudness meter panicked".into()))?
+            .flatten();
+        joined(fed, written).map(|sizes| (sizes, after))
+    })
+}
+
+/// The outcome of pass 2 from the levelling's (`fed`) and the writer's: the writer's error
+/// first (the levelling then only saw it stop), else the levelling's, else the sizes.
+fn joined(fed: Result<()>, written: Result<Option<Vec<u64>>>) -> Result<Vec<u64>> {
+    match (fed, written?) {
+        (Ok(()), Some(sizes)) => Ok(sizes),
+        (Err(e), _) => Err(e),
+        (Ok(()), None) => Err(Error::ThreadLost(
+            "the audio writer stopped before the end".into(),
+        )),
     }
 }
 
@@ -378,7 +475,10 @@ impl Speaker<'_> {
 
     /// Pass 2: the speech read back from the phrase cache, levelled, into each of `targets`
     /// in turn (the book's title, author and cover on each); returns what each file became and
-    /// the loudness report.
+    /// the loudness report. Four threads in a row, each on its own core: the reading, the
+    /// levelling (this one), then the writing (resampling, AAC pieces started, muxing) and the
+    /// metering of the levelled book side by side; the same samples in the same order as one
+    /// thread would, so the files and figures do not change.
     fn write(
         &mut self,
         opts: &RenderOptions,
@@ -390,7 +490,7 @@ impl Speaker<'_> {
     ) -> Result<(Vec<PartFile>, Option<Levelled>)> {
         let rate = self.plan.sample_rate;
         let cache = self.cache;
-        let open = |i: usize| -> Result<FileSink> {
+        let open = |i: usize| -> Result<AudioWriter> {
             let target = &targets[i];
             let meta = AudioMeta {
                 title: target.title.clone(),
@@ -401,38 +501,20 @@ impl Speaker<'_> {
                 cover: script.cover.clone(),
             };
             media::remove_stale_partials(&target.path);
-            let writer = AudioWriter::create(&target.path, format, rate, &meta, acx, opts.threads)?;
-            Ok(FileSink {
-                writer,
-                leveller: levelling.as_ref().map(|l| l.leveller(i)),
-            })
+            Ok(AudioWriter::create(
+                &target.path,
+                format,
+                rate,
+                &meta,
+                acx,
+                opts.threads,
+            )?)
         };
-        let mut after = levelling.as_ref().and_then(|_| Meter::new(1, rate));
-        let mut buf = Vec::new();
-        let mut sizes = Vec::with_capacity(targets.len());
-        let mut sink = open(0)?;
-        let mut next = 1;
-        self.read_ahead(|c, audio| {
-                if audio.pcm.len() != measured.lengths[c] {
-                    // Only when the cache failed to store a phrase (warned about): the voice's
-                    // noise would make its second synthesis differ from the length measured.
-                    return Err(Error::Io {
-                        path: cache.dir().to_path_buf(),
-                        source: std::io::Error::other(
-                            "the phrase cache did not keep this book's speech (see the warnings above), so chapters and subtitles cannot be timed; give a writable --cache DIR",
-                        ),
-                    });
-                }
-                if measured.files.get(next).is_some_and(|f| f.chunks.start == c) {
-                    let done = std::mem::replace(&mut sink, open(next)?);
-                    sizes.push(done.finish(&mut after, &mut buf)?);
-                    next += 1;
-                }
-                sink.push(&audio.pcm, &mut after, &mut buf)
-            },
-            |_| {},
-        )?;
-        sizes.push(sink.finish(&mut after, &mut buf)?);
+        let leveller = |i: usize| levelling.as_ref().map(|l| l.leveller(i));
+        let metered = levelling.as_ref().map(|_| rate);
+        let (sizes, after) = in_stages(open, metered, |out| {
+            self.level(measured, cache, leveller, out)
+        })?;
         let report = match (levelling, after) {
             (Some(l), Some(after)) => {
                 let mut after = after.figures();
@@ -466,6 +548,61 @@ impl Speaker<'_> {
             });
         }
         Ok((files, report))
+    }
+
+    /// Pass 2's levelling: every chunk read back, checked against its measured length and
+    /// levelled with its file's leveller (`leveller(i)`, `None` when not levelling) to `out`;
+    /// [`Block::Next`] where a file begins, [`Block::End`] after the last.
+    fn level(
+        &mut self,
+        measured: &Measured,
+        cache: &Cache,
+        leveller: impl Fn(usize) -> Option<Leveller>,
+        out: &Outlets,
+    ) -> Result<()> {
+        let mut current = leveller(0);
+        let mut next = 1;
+        // The file's leveller's last samples and room tone.
+        let flush = |l: Option<Leveller>| -> Result<()> {
+            match l {
+                Some(l) => {
+                    let mut buf = Vec::new();
+                    l.finish(&mut buf);
+                    out.pcm(buf)
+                }
+                None => Ok(()),
+            }
+        };
+        self.read_ahead(
+            |c, audio| {
+                if audio.pcm.len() != measured.lengths[c] {
+                    // Only when the cache failed to store a phrase (warned about): the voice's
+                    // noise would make its second synthesis differ from the length measured.
+                    return Err(Error::Io {
+                        path: cache.dir().to_path_buf(),
+                        source: std::io::Error::other(
+                            "the phrase cache did not keep this book's speech (see the warnings above), so chapters and subtitles cannot be timed; give a writable --cache DIR",
+                        ),
+                    });
+                }
+                if measured.files.get(next).is_some_and(|f| f.chunks.start == c) {
+                    flush(std::mem::replace(&mut current, leveller(next)))?;
+                    out.send(Block::Next)?;
+                    next += 1;
+                }
+                match &mut current {
+                    Some(l) => {
+                        let mut buf = Vec::with_capacity(audio.pcm.len());
+                        l.push(&audio.pcm, &mut buf);
+                        out.pcm(buf)
+                    }
+                    None => out.pcm(audio.pcm),
+                }
+            },
+            |_| {},
+        )?;
+        flush(current)?;
+        out.send(Block::End)
     }
 
     /// Every chunk's audio in order to `each` on this thread, spoken or read from the phrase
@@ -681,6 +818,140 @@ mod tests {
     fn the_next_chunk_is_asked_for_even_over_the_budget() {
         let (_, fewest) = drive(100, 0.03, 1);
         assert_eq!(fewest, 2);
+    }
+
+    /// A writer of `dir/N.wav` for file N at 22,050 Hz.
+    fn wav_in(dir: &std::path::Path) -> impl Fn(usize) -> Result<AudioWriter> + Send + '_ {
+        move |i| {
+            let path = dir.join(format!("{i}.wav"));
+            let meta = AudioMeta::default();
+            Ok(AudioWriter::create(
+                &path,
+                AudioFormat::Wav,
+                22_050,
+                &meta,
+                false,
+                1,
+            )?)
+        }
+    }
+
+    /// The names in `dir`, sorted (partial files included).
+    fn names(dir: &std::path::Path) -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn pass_2_stages_write_each_file_whole_and_meter_what_they_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sizes, after) = in_stages(wav_in(dir.path()), Some(22_050), |out| {
+            out.pcm(vec![1000; 1000])?;
+            out.pcm(vec![-1000; 1205])?;
+            out.send(Block::Next)?;
+            out.pcm(vec![500; 500])?;
+            out.send(Block::End)
+        })
+        .unwrap();
+        assert_eq!(sizes, [44 + 2 * 2205, 44 + 2 * 500]);
+        assert_eq!(names(dir.path()), ["0.wav", "1.wav"]);
+        let wav = std::fs::read(dir.path().join("0.wav")).unwrap();
+        assert_eq!(i16::from_le_bytes([wav[44], wav[45]]), 1000);
+        assert_eq!(i16::from_le_bytes([wav[44 + 2000], wav[45 + 2000]]), -1000);
+        let f = after.unwrap().figures();
+        assert!((f.seconds - 2705.0 / 22_050.0).abs() < 1e-9, "{f:?}");
+        assert!(
+            f.sample_peak_db > -31.0 && f.sample_peak_db < -30.0,
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn without_levelling_nothing_is_metered() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sizes, after) = in_stages(wav_in(dir.path()), None, |out| {
+            out.pcm(vec![7; 10])?;
+            out.send(Block::End)
+        })
+        .unwrap();
+        assert_eq!(sizes, [44 + 20]);
+        assert!(after.is_none());
+    }
+
+    #[test]
+    fn a_failed_levelling_returns_its_error_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = in_stages(wav_in(dir.path()), Some(22_050), |out| {
+            out.pcm(vec![1000; 1000])?;
+            Err(Error::Cancelled)
+        });
+        assert!(matches!(r, Err(Error::Cancelled)), "{:?}", r.err());
+        assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    }
+
+    #[test]
+    fn a_levelling_that_stops_without_the_end_writes_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = in_stages(wav_in(dir.path()), None, |out| out.pcm(vec![1; 10]));
+        assert!(
+            matches!(&r, Err(Error::ThreadLost(m)) if m.contains("before the end")),
+            "{:?}",
+            r.err()
+        );
+        assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    }
+
+    #[test]
+    fn a_writer_error_is_returned_and_stops_the_levelling() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = wav_in(dir.path());
+        let missing = dir.path().join("no such folder");
+        // The second file cannot be created.
+        let open = move |i: usize| match i {
+            0 => inner(0),
+            _ => Ok(AudioWriter::create(
+                &missing.join("1.wav"),
+                AudioFormat::Wav,
+                22_050,
+                &AudioMeta::default(),
+                false,
+                1,
+            )?),
+        };
+        let mut refused = None;
+        let r = in_stages(open, Some(22_050), |out| {
+            out.pcm(vec![1; 10])?;
+            out.send(Block::Next)?;
+            // The writer stops at the second file; the levelling hears of it on a later send.
+            for sent in 0..10_000 {
+                if let Err(e) = out.pcm(vec![1; 10]) {
+                    refused = Some(sent);
+                    return Err(e);
+                }
+            }
+            out.send(Block::End)
+        });
+        assert!(matches!(r, Err(Error::Media(_))), "{:?}", r.err());
+        assert!(refused.is_some_and(|n| n <= STAGE_QUEUE + 1), "{refused:?}");
+        assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    }
+
+    #[test]
+    fn a_writer_that_panics_is_an_error_not_a_hang() {
+        let open = |_: usize| -> Result<AudioWriter> { panic!("the writer's test panic") };
+        let r = in_stages(open, Some(22_050), |out| {
+            while out.pcm(vec![1; 10]).is_ok() {}
+            out.send(Block::End)
+        });
+        assert!(
+            matches!(&r, Err(Error::ThreadLost(m)) if m.contains("panicked")),
+            "{:?}",
+            r.err()
+        );
     }
 
     #[test]
