@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use talker::assets::Assets;
 use talker::cache::{Cache, KeyBuilder};
-use talker::tts::cuda::device::check::read_ids;
 use talker::tts::onnx::PiperModel;
 use talker::tts::voice::{Scales, VoiceFiles};
 use talker::tts::{Speech, to_pcm16};
@@ -33,13 +32,27 @@ fn main() -> Result<(), Box<dyn Error>> {
     let arg = |i: usize, d: usize| args.get(i).copied().unwrap_or(d);
     let (phrases, batch, rounds, spoken) = (arg(0, 400), arg(1, 25).max(1), arg(2, 3), arg(3, 8));
 
-    let ids = read_ids(Path::new("tests/data/gpu/ids.json"))?;
+    let ids: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(Path::new(
+        "tests/data/gpu/ids.json",
+    ))?)?;
+    let held = ids["calibration"].as_u64().unwrap_or(0) as usize;
+    let sentences: Vec<Vec<i64>> = ids["sentences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .skip(held)
+                .take(spoken.max(1))
+                .map(|s| serde_json::from_value(s["ids"].clone()))
+                .collect()
+        })
+        .transpose()?
+        .unwrap_or_default();
     let assets = Assets::locate(None);
-    let voice = VoiceFiles::resolve(&ids.voice, &assets.voices_dir())?;
+    let voice = VoiceFiles::resolve(ids["voice"].as_str().unwrap_or(""), &assets.voices_dir())?;
     let mut ort = PiperModel::load(&voice, &assets.onnxruntime_library()?, 2)?;
     let mut speech = Vec::new();
-    for s in ids.sentences[ids.calibration..].iter().take(spoken.max(1)) {
-        let raw = ort.synthesize(&[s.ids.as_slice()], QUIET, 0)?;
+    for s in &sentences {
+        let raw = ort.synthesize(&[s.as_slice()], QUIET, 0)?;
         speech.push(Speech {
             sample_rate: ort.config.sample_rate,
             pcm: to_pcm16(&raw[0].pcm),
