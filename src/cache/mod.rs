@@ -312,6 +312,15 @@ impl Cache {
 
     /// Wraps a database error; one that says the database stayed locked past the busy timeout
     /// makes the cache read-only.
+    /// A write transaction that takes SQLite's write lock at once, so two writers never deadlock
+    /// upgrading a read.
+    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, CacheError> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(self.db_err())
+    }
+
     fn db_err(&self) -> impl Fn(sqlx::Error) -> CacheError + '_ {
         |source| {
             if is_busy(&source) {
@@ -373,11 +382,7 @@ impl Cache {
             }
             let hits = found.len() as i64;
             let misses = keys.len() as i64 - hits;
-            let mut tx = self
-                .pool
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map_err(self.db_err())?;
+            let mut tx = self.write_tx().await?;
             for (key, stored) in &damaged {
                 // Only the row that was read: another render may have replaced it meanwhile.
                 sqlx::query("DELETE FROM phrases WHERE key = ? AND sha256 IS ?")
@@ -465,11 +470,7 @@ impl Cache {
         }
         let t = now();
         self.rt.block_on(async {
-            let mut tx = self
-                .pool
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map_err(self.db_err())?;
+            let mut tx = self.write_tx().await?;
             for (key, row) in rows {
                 sqlx::query(
                     "INSERT INTO phrases (key, sample_rate, samples, pcm_flac, phones, bytes, created_at, used_at, sha256)
@@ -509,11 +510,7 @@ impl Cache {
             return Ok(entry);
         }
         self.rt.block_on(async {
-            let mut tx = self
-                .pool
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map_err(self.db_err())?;
+            let mut tx = self.write_tx().await?;
             if entry.is_some() {
                 sqlx::query("UPDATE chunks SET used_at = ? WHERE key = ?")
                     .bind(now())
@@ -841,11 +838,7 @@ impl Cache {
             entries.sort();
             let mut total: u64 = entries.iter().map(|e| e.3.max(0) as u64).sum();
             let mut report = GcReport::default();
-            let mut tx = self
-                .pool
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map_err(self.db_err())?;
+            let mut tx = self.write_tx().await?;
             let mut files = Vec::new();
             for (_, is_chunk, key, bytes) in entries {
                 if total <= max_bytes {

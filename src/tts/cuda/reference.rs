@@ -93,8 +93,7 @@ impl<'p> HostExecutor<'p> {
             let all_f16 = self.stored_f16.contains(&index);
             for (t, &v) in outs.iter_mut().zip(&step.outputs) {
                 if let (true, Data::F32(v)) = (all_f16 || plan.values[v].half, &mut t.data) {
-                    v.iter_mut()
-                        .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+                    crate::tts::cuda::quant::round_to_f16(v);
                 }
             }
             let shapes: Vec<Option<&[usize]>> =

@@ -21,7 +21,6 @@ use std::time::Instant;
 
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaFunction, CudaModule};
-use half::f16;
 
 use super::memory::{self, DevTensor};
 use super::{Gpu, GpuError};
@@ -154,20 +153,11 @@ fn transpose_weight(w: &Tensor) -> Tensor {
 
 /// A weight uploaded as-is in its convolution's precision (FP16 as 16-bit values).
 fn upload_in(stream: CUstream, w: &Tensor, p: Precision) -> Result<DevTensor, GpuError> {
-    if p != Precision::F16 {
-        return memory::upload(stream, w);
+    if p == Precision::F16 {
+        memory::upload_half(stream, w)
+    } else {
+        memory::upload(stream, w)
     }
-    let v = w.as_f32().map_err(|e| GpuError::Other(e.0))?;
-    let bytes: Vec<u8> = v
-        .iter()
-        .flat_map(|x| f16::from_f32(*x).to_bits().to_le_bytes())
-        .collect();
-    Ok(DevTensor {
-        buf: memory::upload_bytes(stream, &bytes)?,
-        shape: w.shape.clone(),
-        dtype: DType::F32,
-        half: true,
-    })
 }
 
 impl DeviceExecutor {
@@ -226,22 +216,18 @@ impl DeviceExecutor {
                     } else {
                         t.clone()
                     };
-                    let v = w.as_f32().map_err(|e| GpuError::Other(e.0))?;
-                    let (bytes, dtype): (Vec<u8>, DType) = match p {
-                        Precision::F32 => (memory::host_bytes(&w), DType::F32),
-                        Precision::F16 => (
-                            v.iter()
-                                .flat_map(|x| f16::from_f32(*x).to_bits().to_le_bytes())
-                                .collect(),
-                            DType::F32,
-                        ),
-                        Precision::I8 => (v.iter().map(|x| *x as i8 as u8).collect(), DType::F32),
-                    };
-                    DevTensor {
-                        buf: memory::upload_bytes(stream, &bytes)?,
-                        shape: w.shape.clone(),
-                        dtype,
-                        half: p == Precision::F16,
+                    match p {
+                        Precision::F32 | Precision::F16 => upload_in(stream, &w, p)?,
+                        Precision::I8 => {
+                            let v = w.as_f32().map_err(|e| GpuError::Other(e.0))?;
+                            let bytes: Vec<u8> = v.iter().map(|x| *x as i8 as u8).collect();
+                            DevTensor {
+                                buf: memory::upload_bytes(stream, &bytes)?,
+                                shape: w.shape.clone(),
+                                dtype: DType::F32,
+                                half: false,
+                            }
+                        }
                     }
                 }
                 None => memory::upload(stream, t)?,
