@@ -16,6 +16,8 @@ use crate::tts::cuda::program::op::{Arg, Binary, Ew, Fused, Op, Scalar, Unary};
 use crate::tts::cuda::program::{Plan, Value};
 use crate::tts::cuda::tensor::DType;
 
+pub mod mma;
+
 /// Highest tensor rank the kernels index (Piper's graphs use at most 5); the kernel source's
 /// `Dims` and `Strides` and their Rust twins in `memory.rs` are sized by it.
 pub const MAX_RANK: usize = 6;
@@ -590,6 +592,7 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
     ] {
         names.push(n.to_owned());
     }
+    names.extend(mma::names());
     names
 }
 
@@ -613,6 +616,7 @@ fn fixed_source() -> String {
         );
     }
     src.push_str(FIXED);
+    src.push_str(&mma::source());
     src
 }
 

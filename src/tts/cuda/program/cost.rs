@@ -66,12 +66,7 @@ pub fn step_bytes(
     outputs: &[(&[usize], usize)],
     path: ConvPath,
 ) -> u64 {
-    let tensors: usize = inputs
-        .iter()
-        .flatten()
-        .chain(outputs)
-        .map(|(s, size)| numel(s) * size)
-        .sum();
+    let tensors = tensor_bytes(inputs, outputs);
     let shape = |k: usize| inputs.get(k).copied().flatten().map(|(s, _)| s);
     let out = outputs.first().map(|(s, _)| *s);
     // FP16 activations (2-byte values) in or out keep a convolution on the GEMM path.
@@ -92,7 +87,7 @@ pub fn step_bytes(
         } else {
             0
         };
-        return (tensors + casts) as u64;
+        return tensors + casts as u64;
     }
     let internal = match (op, shape(0), shape(1), out) {
         (Op::Conv(c), Some([b, cin, ..]), Some([_, _, k, ..]), Some([_, cout, t_out, ..]))
@@ -127,7 +122,18 @@ pub fn step_bytes(
         }
         _ => 0,
     };
-    (tensors + internal) as u64
+    tensors + internal as u64
+}
+
+/// Bytes of a step's own inputs and outputs, each read or written once: all that a step with no
+/// intermediate operand moves (the tensor-core convolution, `device::kernels::mma`).
+pub fn tensor_bytes(inputs: &[Option<(&[usize], usize)>], outputs: &[(&[usize], usize)]) -> u64 {
+    inputs
+        .iter()
+        .flatten()
+        .chain(outputs)
+        .map(|(s, size)| numel(s) * size)
+        .sum::<usize>() as u64
 }
 
 /// Whether the device runs this convolution as a GEMM straight on its input (1×1, no stride or

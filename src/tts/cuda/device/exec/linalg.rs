@@ -12,6 +12,7 @@ use cudarc::cublas::sys::{
 
 use super::{DeviceExecutor, Family, Slots, step_err};
 use crate::tts::cuda::device::GpuError;
+use crate::tts::cuda::device::kernels::mma;
 use crate::tts::cuda::device::memory::{self, DevTensor, Params};
 use crate::tts::cuda::ops::{broadcast, linalg};
 use crate::tts::cuda::program::Step;
@@ -322,6 +323,14 @@ impl DeviceExecutor {
                 w.shape, x.shape
             )));
         }
+        if let Some(wp) = self
+            .mma_weights
+            .get(&step)
+            .filter(|_| b <= 65_535 && t_out > 0)
+        {
+            self.conv_mma(wp, x, &out, (cout, k), spec)?;
+            return Ok(out);
+        }
         let rows = cin * k;
         // A 1x1 convolution reads its input as the GEMM operand when it is stored in the
         // operand's type already (FP32 steps, FP16 steps over FP16 activations).
@@ -364,6 +373,38 @@ impl DeviceExecutor {
             }
         }
         Ok(out)
+    }
+
+    /// An FP16 convolution on the tensor cores (`kernels::mma`), from the weights packed for it:
+    /// no im2col operand.
+    fn conv_mma(
+        &self,
+        packed: &DevTensor,
+        x: &DevTensor,
+        out: &DevTensor,
+        (cout, k): (usize, usize),
+        spec: &ConvSpec,
+    ) -> Result<(), GpuError> {
+        let (b, cin, t) = (x.shape[0], x.shape[1], x.shape[2]);
+        let t_out = out.shape[2];
+        let grid = (
+            t_out.div_ceil(mma::TILE_T) as u32,
+            cout.div_ceil(mma::TILE_CO) as u32,
+            b as u32,
+        );
+        let name = format!(
+            "conv_mma_{}{}",
+            if x.half { 'h' } else { 'f' },
+            if out.half { 'h' } else { 'f' }
+        );
+        let mut p = Params::new();
+        p.push(out.ptr()).push(x.ptr()).push(packed.ptr());
+        for v in [cout, cin, t, t_out, k, spec.dilation, spec.pad_begin] {
+            p.push(i32::try_from(v).map_err(|_| {
+                GpuError::Other(format!("{v} exceeds the convolution kernel's 32-bit sizes"))
+            })?);
+        }
+        p.launch_grid(self.f(&name)?, self.stream(), grid)
     }
 
     /// Reads FP16 activations directly as its FP16 operand; `out_half`: col2im writes FP16.

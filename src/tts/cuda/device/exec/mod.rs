@@ -26,13 +26,13 @@ use super::memory::{self, DevTensor};
 use super::{Gpu, GpuError};
 use crate::tts::cuda::io::{Feed, Outputs};
 use crate::tts::cuda::ops;
-use crate::tts::cuda::program::cost::{Work, step_bytes, step_macs};
+use crate::tts::cuda::program::cost::{Work, step_bytes, step_macs, tensor_bytes};
 use crate::tts::cuda::program::dnn::dnn_conv;
 use crate::tts::cuda::program::op::{ConvPath, Op, Precision, ReduceKind};
 use crate::tts::cuda::program::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{DType, Tensor};
 
-use super::kernels::{kernel_names, module_source};
+use super::kernels::{kernel_names, mma, module_source};
 
 mod dnn;
 mod elementwise;
@@ -106,6 +106,9 @@ pub struct DeviceExecutor {
     /// ConvTranspose weights in the plan's `[in, out, k]` layout for cuDNN (the GEMM path keeps
     /// them transposed); uploaded only where cuDNN is loaded.
     dnn_weights: HashMap<ValueId, DevTensor>,
+    /// Weights packed for the tensor-core convolution (`kernels::mma`), by step: the FP16
+    /// convolutions it fits, on GPUs with FP16 `mma.sync` (compute capability 8.0 and later).
+    mma_weights: HashMap<usize, DevTensor>,
     /// Last, so it is dropped last: every buffer and graph above is freed on its stream.
     pub gpu: Gpu,
 }
@@ -149,6 +152,30 @@ fn transpose_weight(w: &Tensor) -> Tensor {
         }
     }
     Tensor::f32(vec![rest, cin], t)
+}
+
+/// The weights of every FP16 convolution the tensor-core kernel fits (ungrouped, stride 1,
+/// `kernels::mma::fits`), packed in its order and uploaded as FP16, by step.
+fn pack_mma_weights(stream: CUstream, plan: &Plan) -> Result<HashMap<usize, DevTensor>, GpuError> {
+    let mut packed = HashMap::new();
+    for (i, s) in plan.steps.iter().enumerate() {
+        if let (Op::Conv(c), Some(Some(w))) = (&s.op, s.inputs.get(1))
+            && c.precision == Precision::F16
+            && c.group == 1
+            && c.stride == 1
+            && let Some(t) = plan.constants.get(w)
+            && let [cout, cin, k] = t.shape[..]
+            && mma::fits(cin, k, c.dilation)
+        {
+            let v = t.as_f32().map_err(|e| GpuError::Other(e.0))?;
+            let p = mma::pack_weight(v, cout, cin, k);
+            packed.insert(
+                i,
+                memory::upload_half(stream, &Tensor::f32(vec![p.len()], p))?,
+            );
+        }
+    }
+    Ok(packed)
 }
 
 /// A weight uploaded as-is in its convolution's precision (FP16 as 16-bit values).
@@ -234,6 +261,11 @@ impl DeviceExecutor {
             };
             consts.insert(*id, dev);
         }
+        let mma_weights = if gpu.identity.capability.0 >= 8 {
+            pack_mma_weights(stream, &plan)?
+        } else {
+            HashMap::new()
+        };
         gpu.sync()?;
         let last_use = plan.last_uses();
         let graphs = graph::Graphs::new(&plan);
@@ -273,6 +305,7 @@ impl DeviceExecutor {
             dnn_algos: HashMap::new(),
             dnn_prepared: HashMap::new(),
             dnn_weights: HashMap::new(),
+            mma_weights,
             gpu,
         }
         .with_dnn_weights()
@@ -587,7 +620,12 @@ impl DeviceExecutor {
             let ins: Vec<Option<&[usize]>> = ins.iter().map(|i| i.map(|(s, _)| s)).collect();
             step_macs(&step.op, &ins, o)
         });
-        let bytes = step_bytes(&step.op, &ins, &out_shapes, self.conv_path);
+        let mma = self.mma_weights.contains_key(&i);
+        let bytes = if mma {
+            tensor_bytes(&ins, &out_shapes)
+        } else {
+            step_bytes(&step.op, &ins, &out_shapes, self.conv_path)
+        };
         let key = started.map(|_| match &step.op {
             Op::Conv(c) | Op::ConvTranspose(c) => {
                 // FP16 activations (2-byte values in or out) stay on the GEMM path.
@@ -603,7 +641,11 @@ impl DeviceExecutor {
                     "{} {:?} {}",
                     step.op.name(),
                     c.precision,
-                    if on_dnn { "cudnn" } else { "gemm" }
+                    match (on_dnn, mma) {
+                        (true, _) => "cudnn",
+                        (false, true) => "mma",
+                        (false, false) => "gemm",
+                    }
                 )
             }
             op => op.name().to_owned(),

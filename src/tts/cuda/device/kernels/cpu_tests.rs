@@ -7,7 +7,7 @@ use std::ffi::c_void;
 
 use libloading::Library;
 
-use super::{Stored, fixed_source, fused_kernel};
+use super::{Stored, fixed_source, fused_kernel, mma};
 use crate::tts::cuda::device::memory::{Dims, Strides, dims, strides};
 use crate::tts::cuda::ops::{broadcast, elementwise, linalg};
 use crate::tts::cuda::program::op::{Arg, Binary, ConvSpec, Ew, Fused, Instr, Precision, Unary};
@@ -20,8 +20,11 @@ const SHIM: &str = r#"
 struct talker_dim3 { unsigned x, y, z; };
 static talker_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 extern "C" void talker_block(unsigned gy, unsigned gz, unsigned y, unsigned z) { gridDim = {1, gy, gz}; blockIdx = {0, y, z}; }
+extern "C" void talker_block_x(unsigned x) { blockIdx.x = x; }
 #define __global__
 #define __device__
+#define __shared__ static
+#define __syncthreads()
 #define __forceinline__ inline
 static inline float __int_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float2int_rn(float f) { return (int)nearbyintf(f); }
@@ -69,6 +72,19 @@ impl Kernels {
             block(gy, gz, y, z);
             *self.lib.get::<F>(name.as_bytes()).unwrap()
         }
+    }
+
+    /// The kernel `name` for block (x, y, z) of a grid (·, gy, gz): for kernels that cover one
+    /// tile per block rather than looping over the grid.
+    fn tile<F: Copy>(&self, name: &str, (gy, gz): (u32, u32), (x, y, z): (u32, u32, u32)) -> F {
+        let f = self.at(name, (gy, gz, y, z));
+        // SAFETY: `talker_block_x` is the shim's.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn(u32)>(b"talker_block_x")
+                .unwrap()(x)
+        };
+        f
     }
 
     /// The kernel `name` for a flat grid-stride launch.
@@ -859,4 +875,87 @@ fn row_grids_cover_every_row_or_fall_back() {
     assert_eq!(row_grid(1025, 65_536), Some((2, 65_535, 2)));
     assert_eq!(row_grid(4096, 65_535 * 65_535), Some((4, 65_535, 65_535)));
     assert_eq!(row_grid(4096, 65_535 * 65_535 + 1), None);
+}
+
+type ConvMma =
+    unsafe extern "C" fn(*mut c_void, *const c_void, *const u16, i32, i32, i32, i32, i32, i32, i32);
+
+/// The tensor-core convolution (`kernels::mma`), run block by block with each warp's MMAs worked
+/// out from its lanes' fragments, against the host convolution: FP32 and FP16 input and output,
+/// channels and positions that do not fill a tile, several input slices, the voices' tap counts
+/// and reaches, asymmetric padding. The values are multiples of 1/64, so every sum is exact in
+/// FP32 whatever its order and the outputs must match to the bit.
+#[test]
+fn tensor_core_convolution_gives_the_host_convolution() {
+    let k = Kernels::build(&fixed_source());
+    for (b, cin, cout, t, kk, dil, pads) in [
+        (2, 32, 70, 150, 3, 1, (1, 1)),
+        (1, 16, 8, 300, 11, 5, (25, 25)),
+        (2, 48, 64, 40, 7, 3, (9, 9)),
+        (1, 16, 1, 129, 7, 1, (3, 3)),
+        (1, 32, 16, 200, 5, 1, (0, 2)),
+    ] {
+        let x = values(b * cin * t, 21);
+        let w = values(cout * cin * kk, 22);
+        let s = ConvSpec {
+            pad_end: pads.1,
+            ..spec(kk, 1, dil, pads.0, Precision::F16)
+        };
+        let want = linalg::conv(
+            &Tensor::f32(vec![b, cin, t], x.clone()),
+            &Tensor::f32(vec![cout, cin, kk], w.clone()),
+            None,
+            &s,
+        )
+        .unwrap();
+        let want = want.as_f32().unwrap();
+        let t_out = want.len() / (b * cout);
+        let packed = to_half_bits(&mma::pack_weight(&w, cout, cin, kk));
+        let xh = to_half_bits(&x);
+        let (gx, gy) = (t_out.div_ceil(mma::TILE_T), cout.div_ceil(mma::TILE_CO));
+        let case = format!("b{b} cin{cin} cout{cout} t{t} k{kk} d{dil} p{pads:?}");
+        for (input, xn) in [
+            (x.as_ptr().cast::<c_void>(), 'f'),
+            (xh.as_ptr().cast(), 'h'),
+        ] {
+            let (mut wide, mut narrow) = (vec![f32::NAN; want.len()], vec![u16::MAX; want.len()]);
+            for (out, on) in [
+                (wide.as_mut_ptr().cast::<c_void>(), 'f'),
+                (narrow.as_mut_ptr().cast(), 'h'),
+            ] {
+                for (z, y, xb) in (0..b)
+                    .flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |xb| (z, y, xb))))
+                {
+                    let f: ConvMma = k.tile(
+                        &format!("conv_mma_{xn}{on}"),
+                        (gy as u32, b as u32),
+                        (xb as u32, y as u32, z as u32),
+                    );
+                    let d = [cout, cin, t, t_out, kk, dil, pads.0].map(|v| v as i32);
+                    // SAFETY: `out` holds b·cout·t_out outputs of the kernel's type, `input`
+                    // b·cin·t inputs, `packed` the weights `pack_weight` laid out for these sizes.
+                    unsafe {
+                        f(
+                            out,
+                            input,
+                            packed.as_ptr(),
+                            d[0],
+                            d[1],
+                            d[2],
+                            d[3],
+                            d[4],
+                            d[5],
+                            d[6],
+                        )
+                    };
+                }
+            }
+            assert_eq!(wide, want, "{case}: FP32 output from {xn} input");
+            assert_eq!(
+                narrow,
+                to_half_bits(want),
+                "{case}: FP16 output from {xn} input"
+            );
+        }
+    }
 }

@@ -1,0 +1,257 @@
+//! The decoder's FP16 convolutions as one implicit-GEMM kernel on the tensor cores.
+//!
+//! im2col wrote each input element once per tap (`k` times) before cuBLAS read it back: at the
+//! buckets that operand was a quarter of the GPU time (docs/gpu.md, fourth session). Here a block
+//! stages a 16-channel slice of the input span its output tile needs in shared memory once and
+//! runs every tap from there, so the input is read about once and nothing is written but the
+//! output. The input is rounded to FP16 exactly as im2col_f16 rounds it and the products are
+//! summed in FP32, so only the order of the sums differs from the GEMM path.
+//!
+//! Weights are packed once per engine load ([`pack_weight`]) so that a block's slice of them is
+//! one contiguous run. The same source compiles as host C++ for the CPU tests: there one thread
+//! runs the whole block, warp by warp and lane by lane, and `mma_16816` is computed from the
+//! lanes' fragments by the layout PTX documents, so the tests check the fragment loads too.
+
+/// Output channels per block (two warps' rows of 32).
+pub const TILE_CO: usize = 64;
+/// Output positions per block (four warps' columns of 32).
+pub const TILE_T: usize = 128;
+/// Input channels per staged slice: the tensor-core step's K.
+pub const SLICE: usize = 16;
+/// The largest kernel the weight stage holds (the voices' resblocks use 3, 7 and 11).
+pub const MAX_TAPS: usize = 11;
+/// The widest reach `dilation·(k − 1)` the input stage holds past its tile.
+pub const MAX_REACH: usize = 128;
+
+/// Whether a convolution of these dimensions runs on this kernel (stride 1 is the caller's check).
+pub fn fits(cin: usize, k: usize, dilation: usize) -> bool {
+    cin > 0
+        && cin.is_multiple_of(SLICE)
+        && (1..=MAX_TAPS).contains(&k)
+        && dilation * (k - 1) <= MAX_REACH
+}
+
+/// `[cout][cin][k]` weights in the order the kernel stages them: per block of [`TILE_CO`] output
+/// channels, per slice of [`SLICE`] input channels, per tap, a `[TILE_CO][SLICE]` matrix (output
+/// channels past `cout` are zero).
+pub fn pack_weight(w: &[f32], cout: usize, cin: usize, k: usize) -> Vec<f32> {
+    let (tiles, slices) = (cout.div_ceil(TILE_CO), cin / SLICE);
+    let mut out = vec![0.0; tiles * slices * k * TILE_CO * SLICE];
+    for (i, v) in out.iter_mut().enumerate() {
+        let c = i % SLICE;
+        let co = (i / SLICE) % TILE_CO;
+        let tap = (i / (SLICE * TILE_CO)) % k;
+        let slice = (i / (SLICE * TILE_CO * k)) % slices;
+        let tile = i / (SLICE * TILE_CO * k * slices);
+        let (o, ci) = (tile * TILE_CO + co, slice * SLICE + c);
+        if o < cout {
+            *v = w[(o * cin + ci) * k + tap];
+        }
+    }
+    out
+}
+
+/// The kernel's source: `conv_mma_{x}{o}` for FP32 (`f`) or FP16 (`h`) input `x` and output `o`.
+pub fn source() -> String {
+    let mut src = format!(
+        "#define MMA_TM {TILE_CO}\n#define MMA_TN {TILE_T}\n#define MMA_KC {SLICE}\n\
+         #define MMA_KMAX {MAX_TAPS}\n#define MMA_REACH {MAX_REACH}\n"
+    );
+    src.push_str(SOURCE);
+    for (x, xt) in [("f", "float"), ("h", "unsigned short")] {
+        for (o, ot) in [("f", "float"), ("h", "unsigned short")] {
+            src.push_str(&format!(
+                "extern \"C\" __global__ void conv_mma_{x}{o}({ot}* out, const {xt}* x, \
+                 const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, \
+                 int pad) {{ conv_mma_at(out, x, w, cout, cin, t_in, t_out, k, dil, pad); }}\n"
+            ));
+        }
+    }
+    src
+}
+
+/// The kernel names [`source`] defines.
+pub fn names() -> impl Iterator<Item = String> {
+    ["ff", "fh", "hf", "hh"]
+        .into_iter()
+        .map(|s| format!("conv_mma_{s}"))
+}
+
+const SOURCE: &str = r#"
+// Row strides in shared memory (FP16 elements): 8 past the data, so the 8 rows a fragment load
+// touches fall in different banks.
+#define MMA_XS (MMA_TN + MMA_REACH + 8)
+#define MMA_WS (MMA_KC + 8)
+struct alignas(16) mma_u4 { unsigned a, b, c, d; };
+#ifdef __CUDACC__
+// On the GPU each thread is one lane of one warp: its accumulators are its own fragment.
+#define MMA_SLOTS 1
+#define MMA_WARPS(w) for (int w = (int)(threadIdx.x >> 5), w##_end = w + 1; w < w##_end; ++w)
+#define MMA_LANES(l) for (int l = (int)(threadIdx.x & 31), l##_end = l + 1; l < l##_end; ++l)
+#define MMA_SLOT(w, l) 0
+__device__ __forceinline__ unsigned mma_pair(const unsigned short* p) { return *(const unsigned*)p; }
+__device__ __forceinline__ void mma_16816(float* c, const unsigned* a, const unsigned* b) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+#else
+// On the host one thread runs the block: it holds every lane of every warp.
+#define MMA_SLOTS 256
+#define MMA_WARPS(w) for (int w = 0; w < 8; ++w)
+#define MMA_LANES(l) for (int l = 0; l < 32; ++l)
+#define MMA_SLOT(w, l) ((w) * 32 + (l))
+inline unsigned mma_pair(const unsigned short* p) { return (unsigned)p[0] | ((unsigned)p[1] << 16); }
+#endif
+__device__ __forceinline__ unsigned short ldh(float v) { return f2h(v); }
+__device__ __forceinline__ unsigned short ldh(unsigned short h) { return h; }
+// A fragment (16x16, row-major, at w with row stride MMA_WS): lane l holds rows l/4 and l/4 + 8,
+// columns 2(l%4) + {0, 1} and those + 8.
+__device__ __forceinline__ void mma_frag_a(unsigned* a, const unsigned short* w, int lane) {
+  int g = lane >> 2, c = (lane & 3) * 2;
+  a[0] = mma_pair(w + g * MMA_WS + c);
+  a[1] = mma_pair(w + (g + 8) * MMA_WS + c);
+  a[2] = mma_pair(w + g * MMA_WS + c + 8);
+  a[3] = mma_pair(w + (g + 8) * MMA_WS + c + 8);
+}
+// B fragment (16x8, column-major; x holds its rows with stride MMA_XS): lane l holds column l/4,
+// rows 2(l%4) + {0, 1} and those + 8.
+__device__ __forceinline__ void mma_frag_b(unsigned* b, const unsigned short* x, int lane) {
+  int n = lane >> 2, r = (lane & 3) * 2;
+  b[0] = (unsigned)x[r * MMA_XS + n] | ((unsigned)x[(r + 1) * MMA_XS + n] << 16);
+  b[1] = (unsigned)x[(r + 8) * MMA_XS + n] | ((unsigned)x[(r + 9) * MMA_XS + n] << 16);
+}
+#ifndef __CUDACC__
+// mma.sync's semantics from the lanes' fragments, in the layout of the PTX ISA (m16n8k16, .f16):
+// the A and B the warp holds are rebuilt, multiplied, and each lane's C part updated.
+inline float mma_lo(unsigned v) { return h2f((unsigned short)(v & 0xffff)); }
+inline float mma_hi(unsigned v) { return h2f((unsigned short)(v >> 16)); }
+inline void mma_warp(float (*c)[4], unsigned (*a)[4], unsigned (*b)[2]) {
+  float am[16][16], bm[16][8];
+  for (int l = 0; l < 32; ++l) {
+    int g = l >> 2, t = (l & 3) * 2;
+    for (int h = 0; h < 4; ++h) {
+      int row = g + (h & 1) * 8, col = t + (h >> 1) * 8;
+      am[row][col] = mma_lo(a[l][h]); am[row][col + 1] = mma_hi(a[l][h]);
+    }
+    for (int h = 0; h < 2; ++h) { bm[t + h * 8][g] = mma_lo(b[l][h]); bm[t + 1 + h * 8][g] = mma_hi(b[l][h]); }
+  }
+  for (int l = 0; l < 32; ++l) {
+    int g = l >> 2, t = (l & 3) * 2;
+    for (int r = 0; r < 4; ++r) {
+      int row = g + (r >> 1) * 8, col = t + (r & 1);
+      float s = 0.f;
+      for (int kk = 0; kk < 16; ++kk) s += am[row][kk] * bm[kk][col];
+      c[l][r] += s;
+    }
+  }
+}
+#endif
+// One tap of one staged slice for warp w: its 32x32 part of the block's tile (2 by 4 MMAs).
+// acc holds the warp's lanes from MMA_SLOT(w, 0) on (one on the GPU, 32 on the host).
+__device__ __forceinline__ void mma_warp_tap(float (*acc)[2][4][4], const unsigned short* ws, const unsigned short* xs, int w) {
+  const unsigned short* wa = ws + (w >> 2) * 32 * MMA_WS;
+  const unsigned short* xb = xs + (w & 3) * 32;
+#ifdef __CUDACC__
+  int lane = threadIdx.x & 31;
+  unsigned a[2][4], b[4][2];
+  for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi], wa + mi * 16 * MMA_WS, lane);
+  for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni], xb + ni * 8, lane);
+  for (int mi = 0; mi < 2; ++mi)
+    for (int ni = 0; ni < 4; ++ni) mma_16816(acc[0][mi][ni], a[mi], b[ni]);
+#else
+  unsigned a[2][32][4], b[4][32][2];
+  float c[32][4];
+  for (int l = 0; l < 32; ++l) {
+    for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi][l], wa + mi * 16 * MMA_WS, l);
+    for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni][l], xb + ni * 8, l);
+  }
+  for (int mi = 0; mi < 2; ++mi)
+    for (int ni = 0; ni < 4; ++ni) {
+      for (int l = 0; l < 32; ++l) for (int r = 0; r < 4; ++r) c[l][r] = acc[l][mi][ni][r];
+      mma_warp(c, a[mi], b[ni]);
+      for (int l = 0; l < 32; ++l) for (int r = 0; r < 4; ++r) acc[l][mi][ni][r] = c[l][r];
+    }
+#endif
+}
+// out[b][co][t] = sum over ci, tap of w[co][ci][tap] * x[b][ci][t + tap*dil - pad] (stride 1).
+// Grid: x over MMA_TN output positions, y over MMA_TM output channels, z over the items; 256
+// threads. w is packed by tile, slice, tap (`pack_weight`); cin is a multiple of MMA_KC.
+template <typename X, typename O>
+__device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, int pad) {
+  __shared__ unsigned short xs[MMA_KC * MMA_XS] __attribute__((aligned(16)));
+  __shared__ unsigned short ws[MMA_KMAX * MMA_TM * MMA_WS] __attribute__((aligned(16)));
+  const int b = (int)blockIdx.z, t0 = (int)blockIdx.x * MMA_TN, co0 = (int)blockIdx.y * MMA_TM;
+  const int span = MMA_TN + dil * (k - 1), slices = cin / MMA_KC;
+  // Threads in rows of up to 32 (one on the host), each row group taking input channels in turn.
+  const int lanes = blockDim.x < 32 ? (int)blockDim.x : 32, groups = (int)blockDim.x / lanes;
+  float acc[MMA_SLOTS][2][4][4];
+  for (int s = 0; s < MMA_SLOTS; ++s)
+    for (int mi = 0; mi < 2; ++mi)
+      for (int ni = 0; ni < 4; ++ni)
+        for (int r = 0; r < 4; ++r) acc[s][mi][ni][r] = 0.f;
+  for (int sl = 0; sl < slices; ++sl) {
+    __syncthreads();
+    const X* xc = x + ((i64)b * cin + (i64)sl * MMA_KC) * t_in;
+    for (int r = (int)threadIdx.x / lanes; r < MMA_KC; r += groups) {
+      const X* row = xc + (i64)r * t_in;
+      for (int j = (int)threadIdx.x % lanes; j < span; j += lanes) {
+        int p = t0 - pad + j;
+        xs[r * MMA_XS + j] = (p >= 0 && p < t_in) ? ldh(row[p]) : (unsigned short)0;
+      }
+    }
+    // The slice's weights, k taps of [MMA_TM][MMA_KC], one contiguous run: 16 bytes a copy.
+    const mma_u4* wc = (const mma_u4*)(w + (((i64)blockIdx.y * slices + sl) * k) * MMA_TM * MMA_KC);
+    for (int q = (int)threadIdx.x; q < k * MMA_TM * 2; q += (int)blockDim.x)
+      *(mma_u4*)(ws + (q >> 1) * MMA_WS + (q & 1) * 8) = wc[q];
+    __syncthreads();
+    for (int tap = 0; tap < k; ++tap) {
+      MMA_WARPS(wp) mma_warp_tap(acc + MMA_SLOT(wp, 0), ws + tap * MMA_TM * MMA_WS, xs + tap * dil, wp);
+    }
+  }
+  MMA_WARPS(wp) MMA_LANES(l) {
+    int g = l >> 2, c = (l & 3) * 2;
+    for (int mi = 0; mi < 2; ++mi)
+      for (int ni = 0; ni < 4; ++ni)
+        for (int r = 0; r < 4; ++r) {
+          int co = co0 + (wp >> 2) * 32 + mi * 16 + g + (r >> 1) * 8;
+          int t = t0 + (wp & 3) * 32 + ni * 8 + c + (r & 1);
+          if (co < cout && t < t_out) stf(out + ((i64)b * cout + co) * t_out + t, acc[MMA_SLOT(wp, l)][mi][ni][r]);
+        }
+  }
+}
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fits_only_what_the_stages_hold() {
+        assert!(fits(256, 11, 5));
+        assert!(fits(16, 1, 1));
+        assert!(!fits(24, 3, 1), "channels not a multiple of the slice");
+        assert!(!fits(0, 3, 1));
+        assert!(!fits(32, 12, 1), "more taps than the weight stage holds");
+        assert!(!fits(32, 0, 1));
+        assert!(!fits(32, 3, 65), "reach past the input stage");
+        assert!(fits(32, 3, 64));
+    }
+
+    #[test]
+    fn packed_weights_run_by_tile_slice_tap() {
+        let (cout, cin, k) = (70, 32, 3);
+        let w: Vec<f32> = (0..cout * cin * k).map(|i| i as f32).collect();
+        let p = pack_weight(&w, cout, cin, k);
+        assert_eq!(p.len(), 2 * 2 * k * TILE_CO * SLICE);
+        let at = |tile: usize, slice: usize, tap: usize, co: usize, c: usize| {
+            p[(((tile * 2 + slice) * k + tap) * TILE_CO + co) * SLICE + c]
+        };
+        assert_eq!(at(0, 0, 0, 0, 0), w[0]);
+        assert_eq!(at(0, 1, 2, 5, 3), w[(5 * cin + 19) * k + 2]);
+        assert_eq!(at(1, 0, 1, 5, 15), w[(69 * cin + 15) * k + 1]);
+        assert_eq!(at(1, 1, 0, 6, 0), 0.0, "channel 70 is past cout");
+    }
+}
