@@ -387,11 +387,13 @@ impl DeviceExecutor {
     ) -> Result<(), GpuError> {
         let (b, cin, t) = (x.shape[0], x.shape[1], x.shape[2]);
         let t_out = out.shape[2];
-        let tiles = cout.div_ceil(mma::TILE_CO);
-        let width = mma::tile_width(t_out, tiles * b);
-        let grid = (t_out.div_ceil(width) as u32, tiles as u32, b as u32);
+        let grid = (
+            t_out.div_ceil(mma::TILE_T) as u32,
+            cout.div_ceil(mma::TILE_CO) as u32,
+            b as u32,
+        );
         let name = format!(
-            "conv_mma_{}{}_{width}",
+            "conv_mma_{}{}",
             if x.half { 'h' } else { 'f' },
             if out.half { 'h' } else { 'f' }
         );

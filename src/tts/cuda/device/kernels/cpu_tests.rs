@@ -912,16 +912,12 @@ fn tensor_core_convolution_gives_the_host_convolution() {
         let t_out = want.len() / (b * cout);
         let packed = to_half_bits(&mma::pack_weight(&w, cout, cin, kk));
         let xh = to_half_bits(&x);
-        let gy = cout.div_ceil(mma::TILE_CO);
-        for (width, (input, xn)) in mma::TILE_T.into_iter().flat_map(|w| {
-            [
-                (x.as_ptr().cast::<c_void>(), 'f'),
-                (xh.as_ptr().cast(), 'h'),
-            ]
-            .map(|i| (w, i))
-        }) {
-            let gx = t_out.div_ceil(width);
-            let case = format!("b{b} cin{cin} cout{cout} t{t} k{kk} d{dil} p{pads:?} w{width}");
+        let (gx, gy) = (t_out.div_ceil(mma::TILE_T), cout.div_ceil(mma::TILE_CO));
+        let case = format!("b{b} cin{cin} cout{cout} t{t} k{kk} d{dil} p{pads:?}");
+        for (input, xn) in [
+            (x.as_ptr().cast::<c_void>(), 'f'),
+            (xh.as_ptr().cast(), 'h'),
+        ] {
             let (mut wide, mut narrow) = (vec![f32::NAN; want.len()], vec![u16::MAX; want.len()]);
             for (out, on) in [
                 (wide.as_mut_ptr().cast::<c_void>(), 'f'),
@@ -931,7 +927,7 @@ fn tensor_core_convolution_gives_the_host_convolution() {
                     .flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |xb| (z, y, xb))))
                 {
                     let f: ConvMma = k.tile(
-                        &format!("conv_mma_{xn}{on}_{width}"),
+                        &format!("conv_mma_{xn}{on}"),
                         (gy as u32, b as u32),
                         (xb as u32, y as u32, z as u32),
                     );

@@ -14,12 +14,8 @@
 
 /// Output channels per block (two warps' rows of 32).
 pub const TILE_CO: usize = 64;
-/// Output positions per block, widest first (four warps' columns of 32, 16 or 8 each): a launch
-/// takes the widest that still gives [`MIN_BLOCKS`] blocks, so the short calls of one sentence
-/// keep the GPU's multiprocessors busy.
-pub const TILE_T: [usize; 3] = [128, 64, 32];
-/// Blocks a launch should have to fill the H200's 132 multiprocessors twice over.
-pub const MIN_BLOCKS: usize = 264;
+/// Output positions per block (four warps' columns of 32).
+pub const TILE_T: usize = 128;
 /// Input channels per staged slice: the tensor-core step's K.
 pub const SLICE: usize = 16;
 /// The largest kernel the weight stage holds (the voices' resblocks use 3, 7 and 11).
@@ -55,34 +51,20 @@ pub fn pack_weight(w: &[f32], cout: usize, cin: usize, k: usize) -> Vec<f32> {
     out
 }
 
-/// The tile width for `t_out` positions of `blocks_per_tile` blocks (channel tiles by items).
-pub fn tile_width(t_out: usize, blocks_per_tile: usize) -> usize {
-    TILE_T
-        .into_iter()
-        .find(|&w| t_out.div_ceil(w) * blocks_per_tile >= MIN_BLOCKS)
-        .unwrap_or(TILE_T[TILE_T.len() - 1])
-}
-
-/// The kernel's source: `conv_mma_{x}{o}_{w}` for FP32 (`f`) or FP16 (`h`) input `x` and output
-/// `o`, and tile width `w`.
+/// The kernel's source: `conv_mma_{x}{o}` for FP32 (`f`) or FP16 (`h`) input `x` and output `o`.
 pub fn source() -> String {
     let mut src = format!(
-        "#define MMA_TM {TILE_CO}\n#define MMA_TN {}\n#define MMA_KC {SLICE}\n\
-         #define MMA_KMAX {MAX_TAPS}\n#define MMA_REACH {MAX_REACH}\n",
-        TILE_T[0]
+        "#define MMA_TM {TILE_CO}\n#define MMA_TN {TILE_T}\n#define MMA_KC {SLICE}\n\
+         #define MMA_KMAX {MAX_TAPS}\n#define MMA_REACH {MAX_REACH}\n"
     );
     src.push_str(SOURCE);
     for (x, xt) in [("f", "float"), ("h", "unsigned short")] {
         for (o, ot) in [("f", "float"), ("h", "unsigned short")] {
-            for w in TILE_T {
-                src.push_str(&format!(
-                    "extern \"C\" __global__ void conv_mma_{x}{o}_{w}({ot}* out, const {xt}* x, \
-                     const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, \
-                     int dil, int pad) {{ conv_mma_at<{}>(out, x, w, cout, cin, t_in, t_out, k, \
-                     dil, pad); }}\n",
-                    w / 32
-                ));
-            }
+            src.push_str(&format!(
+                "extern \"C\" __global__ void conv_mma_{x}{o}({ot}* out, const {xt}* x, \
+                 const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, \
+                 int pad) {{ conv_mma_at(out, x, w, cout, cin, t_in, t_out, k, dil, pad); }}\n"
+            ));
         }
     }
     src
@@ -92,7 +74,7 @@ pub fn source() -> String {
 pub fn names() -> impl Iterator<Item = String> {
     ["ff", "fh", "hf", "hh"]
         .into_iter()
-        .flat_map(|s| TILE_T.map(|w| format!("conv_mma_{s}_{w}")))
+        .map(|s| format!("conv_mma_{s}"))
 }
 
 const SOURCE: &str = r#"
@@ -167,28 +149,27 @@ inline void mma_warp(float (*c)[4], unsigned (*a)[4], unsigned (*b)[2]) {
   }
 }
 #endif
-// One tap of one staged slice for warp w: its 32 by 8·NT part of the block's tile (2 by NT
-// MMAs). acc holds the warp's lanes from MMA_SLOT(w, 0) on (one on the GPU, 32 on the host).
-template <int NT>
-__device__ __forceinline__ void mma_warp_tap(float (*acc)[2][NT][4], const unsigned short* ws, const unsigned short* xs, int w) {
+// One tap of one staged slice for warp w: its 32x32 part of the block's tile (2 by 4 MMAs).
+// acc holds the warp's lanes from MMA_SLOT(w, 0) on (one on the GPU, 32 on the host).
+__device__ __forceinline__ void mma_warp_tap(float (*acc)[2][4][4], const unsigned short* ws, const unsigned short* xs, int w) {
   const unsigned short* wa = ws + (w >> 2) * 32 * MMA_WS;
-  const unsigned short* xb = xs + (w & 3) * 8 * NT;
+  const unsigned short* xb = xs + (w & 3) * 32;
 #ifdef __CUDACC__
   int lane = threadIdx.x & 31;
-  unsigned a[2][4], b[NT][2];
+  unsigned a[2][4], b[4][2];
   for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi], wa + mi * 16 * MMA_WS, lane);
-  for (int ni = 0; ni < NT; ++ni) mma_frag_b(b[ni], xb + ni * 8, lane);
+  for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni], xb + ni * 8, lane);
   for (int mi = 0; mi < 2; ++mi)
-    for (int ni = 0; ni < NT; ++ni) mma_16816(acc[0][mi][ni], a[mi], b[ni]);
+    for (int ni = 0; ni < 4; ++ni) mma_16816(acc[0][mi][ni], a[mi], b[ni]);
 #else
-  unsigned a[2][32][4], b[NT][32][2];
+  unsigned a[2][32][4], b[4][32][2];
   float c[32][4];
   for (int l = 0; l < 32; ++l) {
     for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi][l], wa + mi * 16 * MMA_WS, l);
-    for (int ni = 0; ni < NT; ++ni) mma_frag_b(b[ni][l], xb + ni * 8, l);
+    for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni][l], xb + ni * 8, l);
   }
   for (int mi = 0; mi < 2; ++mi)
-    for (int ni = 0; ni < NT; ++ni) {
+    for (int ni = 0; ni < 4; ++ni) {
       for (int l = 0; l < 32; ++l) for (int r = 0; r < 4; ++r) c[l][r] = acc[l][mi][ni][r];
       mma_warp(c, a[mi], b[ni]);
       for (int l = 0; l < 32; ++l) for (int r = 0; r < 4; ++r) acc[l][mi][ni][r] = c[l][r];
@@ -196,20 +177,20 @@ __device__ __forceinline__ void mma_warp_tap(float (*acc)[2][NT][4], const unsig
 #endif
 }
 // out[b][co][t] = sum over ci, tap of w[co][ci][tap] * x[b][ci][t + tap*dil - pad] (stride 1).
-// Grid: x over 32·NT output positions, y over MMA_TM output channels, z over the items; 256
+// Grid: x over MMA_TN output positions, y over MMA_TM output channels, z over the items; 256
 // threads. w is packed by tile, slice, tap (`pack_weight`); cin is a multiple of MMA_KC.
-template <int NT, typename X, typename O>
+template <typename X, typename O>
 __device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, int pad) {
   __shared__ unsigned short xs[MMA_KC * MMA_XS] __attribute__((aligned(16)));
   __shared__ unsigned short ws[MMA_KMAX * MMA_TM * MMA_WS] __attribute__((aligned(16)));
-  const int b = (int)blockIdx.z, t0 = (int)blockIdx.x * 32 * NT, co0 = (int)blockIdx.y * MMA_TM;
-  const int span = 32 * NT + dil * (k - 1), slices = cin / MMA_KC;
+  const int b = (int)blockIdx.z, t0 = (int)blockIdx.x * MMA_TN, co0 = (int)blockIdx.y * MMA_TM;
+  const int span = MMA_TN + dil * (k - 1), slices = cin / MMA_KC;
   // Threads in rows of up to 32 (one on the host), each row group taking input channels in turn.
   const int lanes = blockDim.x < 32 ? (int)blockDim.x : 32, groups = (int)blockDim.x / lanes;
-  float acc[MMA_SLOTS][2][NT][4];
+  float acc[MMA_SLOTS][2][4][4];
   for (int s = 0; s < MMA_SLOTS; ++s)
     for (int mi = 0; mi < 2; ++mi)
-      for (int ni = 0; ni < NT; ++ni)
+      for (int ni = 0; ni < 4; ++ni)
         for (int r = 0; r < 4; ++r) acc[s][mi][ni][r] = 0.f;
   for (int sl = 0; sl < slices; ++sl) {
     __syncthreads();
@@ -227,16 +208,16 @@ __device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned s
       *(mma_u4*)(ws + (q >> 1) * MMA_WS + (q & 1) * 8) = wc[q];
     __syncthreads();
     for (int tap = 0; tap < k; ++tap) {
-      MMA_WARPS(wp) mma_warp_tap<NT>(acc + MMA_SLOT(wp, 0), ws + tap * MMA_TM * MMA_WS, xs + tap * dil, wp);
+      MMA_WARPS(wp) mma_warp_tap(acc + MMA_SLOT(wp, 0), ws + tap * MMA_TM * MMA_WS, xs + tap * dil, wp);
     }
   }
   MMA_WARPS(wp) MMA_LANES(l) {
     int g = l >> 2, c = (l & 3) * 2;
     for (int mi = 0; mi < 2; ++mi)
-      for (int ni = 0; ni < NT; ++ni)
+      for (int ni = 0; ni < 4; ++ni)
         for (int r = 0; r < 4; ++r) {
           int co = co0 + (wp >> 2) * 32 + mi * 16 + g + (r >> 1) * 8;
-          int t = t0 + (wp & 3) * 8 * NT + ni * 8 + c + (r & 1);
+          int t = t0 + (wp & 3) * 32 + ni * 8 + c + (r & 1);
           if (co < cout && t < t_out) stf(out + ((i64)b * cout + co) * t_out + t, acc[MMA_SLOT(wp, l)][mi][ni][r]);
         }
   }
@@ -257,15 +238,6 @@ mod tests {
         assert!(!fits(32, 0, 1));
         assert!(!fits(32, 3, 65), "reach past the input stage");
         assert!(fits(32, 3, 64));
-    }
-
-    #[test]
-    fn a_launch_takes_the_widest_tile_that_fills_the_gpu() {
-        assert_eq!(tile_width(100_000, 1), 128);
-        assert_eq!(tile_width(128 * 132, 2), 128);
-        assert_eq!(tile_width(128 * 132, 1), 64);
-        assert_eq!(tile_width(2_000, 4), 32, "one sentence's first stage");
-        assert_eq!(tile_width(10, 1), 32, "nothing fills it: the narrowest");
     }
 
     #[test]
