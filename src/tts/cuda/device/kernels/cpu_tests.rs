@@ -124,6 +124,17 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
     (0..n).map(|_| (r.i32(-128..128) as f32) / 64.0).collect()
 }
 
+/// The host executor's convolution of `x` (`[b, cin, t]`) by `w` (`[cout, cin/group, k]`).
+fn host_conv(x: &[f32], xs: [usize; 3], w: &[f32], ws: [usize; 3], s: &ConvSpec) -> Tensor {
+    linalg::conv(
+        &Tensor::f32(xs.to_vec(), x.to_vec()),
+        &Tensor::f32(ws.to_vec(), w.to_vec()),
+        None,
+        s,
+    )
+    .unwrap()
+}
+
 fn close(got: &[f32], want: &[f32], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
@@ -153,13 +164,7 @@ fn im2col_case(width: &str, k: &Kernels) {
     for (stride, dil, pad) in [(1, 1, 1), (2, 2, 2), (1, 3, 0)] {
         for p in [Precision::F32, Precision::F16] {
             let s = spec(kk, stride, dil, pad, p);
-            let want = linalg::conv(
-                &Tensor::f32(vec![b, cin, t], x.clone()),
-                &Tensor::f32(vec![cout, cin, kk], w.clone()),
-                None,
-                &s,
-            )
-            .unwrap();
+            let want = host_conv(&x, [b, cin, t], &w, [cout, cin, kk], &s);
             let t_out = want.shape[2];
             let rows = cin * kk;
             let n = b * rows * t_out;
@@ -349,13 +354,7 @@ fn depthwise_convolution_matches_the_host_op() {
     let x = values(b * c * t, 5);
     let w = values(c * mult * kk, 6);
     let s = ConvSpec::plain(kk, 2, 2, 2, c);
-    let want = linalg::conv(
-        &Tensor::f32(vec![b, c, t], x.clone()),
-        &Tensor::f32(vec![c * mult, 1, kk], w.clone()),
-        None,
-        &s,
-    )
-    .unwrap();
+    let want = host_conv(&x, [b, c, t], &w, [c * mult, 1, kk], &s);
     let t_out = want.shape[2];
     let mut got = vec![0f32; b * c * mult * t_out];
     let f: Dw = k.flat("dwconv_f32");
@@ -901,13 +900,7 @@ fn tensor_core_convolution_gives_the_host_convolution() {
             pad_end: pads.1,
             ..spec(kk, 1, dil, pads.0, Precision::F16)
         };
-        let want = linalg::conv(
-            &Tensor::f32(vec![b, cin, t], x.clone()),
-            &Tensor::f32(vec![cout, cin, kk], w.clone()),
-            None,
-            &s,
-        )
-        .unwrap();
+        let want = host_conv(&x, [b, cin, t], &w, [cout, cin, kk], &s);
         let want = want.as_f32().unwrap();
         let t_out = want.len() / (b * cout);
         let packed = to_half_bits(&mma::pack_weight(&w, cout, cin, kk));
