@@ -1,7 +1,8 @@
-//! The fast path of [`FaceRig::render`]: the changing region walked in cells, the smooth warp
-//! interpolated inside them.
+//! The fast path of [`FaceRig::render`] where the mouth or a blinking eye can change pixels:
+//! their boxes walked in cells, the smooth warp interpolated inside them (the rest of the
+//! changing region is `rows.rs`'s).
 //!
-//! Input: a prepared [`Pose`] and the region it can change. Output: the frame's pixels there.
+//! Input: a prepared [`Pose`] and a box of the region it can change. Output: the frame's pixels there.
 //! Invariants:
 //! - A cell is interpolated only when the exact warp, evaluated at its corners, edge midpoints
 //!   and centre, is met by the corners' bilinear interpolation to within [`TOLERANCE`] px at
