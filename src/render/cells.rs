@@ -271,6 +271,19 @@ impl Quad {
     }
 }
 
+/// `b` grown out to the grid lines that cells of all of `roi` would have (within `roi`): its
+/// cells are then the same cells, with the same warps, as those of the whole region.
+pub(super) fn snap(roi: Roi, b: Roi) -> Roi {
+    let down = |v: usize, o: usize| o + (v - o) / CELL * CELL;
+    let up = |v: usize, o: usize, end: usize| (o + (v - o).div_ceil(CELL) * CELL).min(end);
+    Roi {
+        x0: down(b.x0, roi.x0),
+        y0: down(b.y0, roi.y0),
+        x1: up(b.x1, roi.x0, roi.x1),
+        y1: up(b.y1, roi.y0, roi.y1),
+    }
+}
+
 /// Grid lines every [`CELL`] pixels from `a`, ending exactly at `b` (the last cell may be
 /// narrower).
 fn grid(a: usize, b: usize) -> Vec<usize> {

@@ -4,6 +4,8 @@
 //!
 //! Input: a prepared [`Pose`] and the region it can change. Output: the frame's pixels there.
 //! Invariants:
+//! - The boxes are grown to the grid lines that cells of the whole region would have, so the
+//!   pixels inside them are those cells' pixels, bit for bit.
 //! - Outside the mouth's and the eyes' boxes a pixel's source is [`HeadRig::source`] bit for
 //!   bit (worked out along the row, so it vectorises), sampled as the cells sample: no grid,
 //!   no checks, no interpolation error, and pixels whose weight is zero are not touched.
@@ -11,7 +13,7 @@
 //!
 //! [`HeadRig::source`]: super::head::HeadRig::source
 
-use super::{FaceRig, Pose, Roi};
+use super::{FaceRig, Pose, Roi, cells};
 
 /// Pixels a row's sources are worked out for at a time (kept on the stack).
 const CHUNK: usize = 64;
@@ -19,7 +21,10 @@ const CHUNK: usize = 64;
 impl FaceRig {
     /// Fills `roi` of `out` (which holds the portrait) for pose `f`.
     pub(super) fn render_regions(&self, f: &Pose, roi: Roi, out: &mut [u8]) {
-        let boxes = boxes(f.mouth_roi, f.eye_roi);
+        let boxes = boxes(
+            cells::snap(roi, f.mouth_roi),
+            f.eye_roi.map(|e| cells::snap(roi, e)),
+        );
         for b in &boxes {
             self.render_cells(f, *b, out);
         }
