@@ -224,13 +224,14 @@ impl FaceRig {
     /// needs to convert again).
     ///
     /// Outside the boxes the mouth and a blinking eye can reach, only the head moves a pixel:
-    /// its exact source is worked out row by row and sampled with fixed-point bilinear weights
-    /// (see `rows.rs`). Inside them, where the warp only moves pixels (away from the mouth
-    /// opening and its lips' edges, outside a blinking eye) its source positions are computed
-    /// exactly on a grid and interpolated between, one fixed-point bilinear sample a pixel;
-    /// everything else is shaded as [`render_exact`](Self::render_exact) does (see `cells.rs`). A frame so costs in
-    /// proportion to the pixels the pose moves, with a small constant, however large the face;
-    /// its source positions stay within about a tenth of a pixel of the exact frame's.
+    /// its exact source is worked out row by row and the pixel drawn as
+    /// [`render_exact`](Self::render_exact) draws it, bit for bit (see `rows.rs`). Inside them,
+    /// where the warp only moves pixels (away from the mouth opening and its lips' edges,
+    /// outside a blinking eye) its source positions are computed exactly on a grid and
+    /// interpolated between, one fixed-point bilinear sample a pixel; everything else is shaded
+    /// exactly (see `cells.rs`). A frame so costs in proportion to the pixels the pose moves,
+    /// with a small constant, however large the face; its source positions stay within about a
+    /// tenth of a pixel of the exact frame's.
     ///
     /// # Panics
     /// If `out` has the wrong length.
@@ -253,7 +254,7 @@ impl FaceRig {
     }
 
     /// The same frame as [`render`](Self::render) with every pixel of the changing region shaded
-    /// exactly, nothing interpolated: the reference `render` is measured against, about 3-3.5
+    /// exactly, nothing interpolated: the reference `render` is measured against, about 4-5
     /// times slower on a close-up.
     ///
     /// # Panics
