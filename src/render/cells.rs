@@ -1,7 +1,8 @@
-//! The fast path of [`FaceRig::render`]: the changing region walked in cells, the smooth warp
-//! interpolated inside them.
+//! The fast path of [`FaceRig::render`] where the mouth or a blinking eye can change pixels:
+//! their boxes walked in cells, the smooth warp interpolated inside them (the rest of the
+//! changing region is `rows.rs`'s).
 //!
-//! Input: a prepared [`Pose`] and the region it can change. Output: the frame's pixels there.
+//! Input: a prepared [`Pose`] and a box of the region it can change. Output: the frame's pixels there.
 //! Invariants:
 //! - A cell is interpolated only when the exact warp, evaluated at its corners, edge midpoints
 //!   and centre, is met by the corners' bilinear interpolation to within [`TOLERANCE`] px at
@@ -267,6 +268,19 @@ impl Quad {
             }
         }
         p
+    }
+}
+
+/// `b` grown out to the grid lines that cells of all of `roi` would have (within `roi`): its
+/// cells are then the same cells, with the same warps, as those of the whole region.
+pub(super) fn snap(roi: Roi, b: Roi) -> Roi {
+    let down = |v: usize, o: usize| o + (v - o) / CELL * CELL;
+    let up = |v: usize, o: usize, end: usize| (o + (v - o).div_ceil(CELL) * CELL).min(end);
+    Roi {
+        x0: down(b.x0, roi.x0),
+        y0: down(b.y0, roi.y0),
+        x1: up(b.x1, roi.x0, roi.x1),
+        y1: up(b.y1, roi.y0, roi.y1),
     }
 }
 

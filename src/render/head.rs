@@ -22,6 +22,9 @@ pub(crate) struct HeadRig {
     bw: usize,
     bh: usize,
     weight: Vec<f32>,
+    /// Per weight row, the columns (relative to `x0`) from its first to past its last non-zero
+    /// weight: the pixels of that row the motion can move.
+    spans: Vec<(usize, usize)>,
     pivot: P,
     /// Inter-ocular distance: the unit of [`HeadPose`] shifts.
     iod: f32,
@@ -79,12 +82,21 @@ impl HeadRig {
                     (1.0 - smoothstep(1.0, fade, r)) * smoothstep(margin, margin + ramp, border);
             }
         }
+        let spans = weight
+            .chunks(bw.max(1))
+            .map(|row| {
+                let first = row.iter().position(|&w| w != 0.0).unwrap_or(0);
+                let end = row.iter().rposition(|&w| w != 0.0).map_or(0, |i| i + 1);
+                (first, end.max(first))
+            })
+            .collect();
         HeadRig {
             x0,
             y0,
             bw,
             bh,
             weight,
+            spans,
             pivot: [
                 chin[0] + 0.3 * (chin[0] - brow[0]),
                 chin[1] + 0.3 * (chin[1] - brow[1]),
@@ -148,6 +160,33 @@ impl HeadRig {
         ]
     }
 
+    /// The part of `[a, b)` along row `y` that the motion moves (its weights are non-zero
+    /// somewhere in it and zero outside it), or `None`: elsewhere [`source`](Self::source) is
+    /// the pixel itself.
+    pub fn moving(&self, y: usize, a: usize, b: usize) -> Option<(usize, usize)> {
+        if y < self.y0 || y >= self.y0 + self.bh {
+            return None;
+        }
+        let (first, end) = self.spans[y - self.y0];
+        let (a, b) = (a.max(self.x0 + first), b.min(self.x0 + end));
+        (a < b).then_some((a, b))
+    }
+
+    /// [`source`](Self::source) for pixels `a..a + xs.len()` of row `y`, into `xs` and `ys`: the
+    /// same arithmetic (bit for bit), one row at a time so that it vectorises. The pixels must lie inside the
+    /// weight box (as [`moving`](Self::moving) returns them).
+    pub fn row_sources(&self, f: &HeadFrame, y: usize, a: usize, xs: &mut [f32], ys: &mut [f32]) {
+        let start = (y - self.y0) * self.bw + (a - self.x0);
+        let weight = &self.weight[start..start + xs.len()];
+        let py = y as f32;
+        for (k, ((&w, sx), sy)) in weight.iter().zip(xs.iter_mut()).zip(ys).enumerate() {
+            let p = [(a + k) as f32, py];
+            let d = self.delta(f, p);
+            *sx = p[0] - w * d[0];
+            *sy = p[1] - w * d[1];
+        }
+    }
+
     /// Where destination pixel `(x, y)` comes from once the head motion is undone.
     #[inline]
     pub fn source(&self, f: &HeadFrame, x: usize, y: usize) -> P {
@@ -161,5 +200,59 @@ impl HeadRig {
         }
         let d = self.delta(f, p);
         [p[0] - w * d[0], p[1] - w * d[1]]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows' sources are `source`'s bit for bit, and a row's moving span holds every pixel
+    /// whose source is not the pixel itself.
+    #[test]
+    fn row_sources_are_source_bit_for_bit_and_spans_hold_every_moved_pixel() {
+        let (w, h) = (300, 260);
+        let mut lm = [[0.0f32; 2]; 68];
+        for (i, p) in lm.iter_mut().enumerate() {
+            // A face-like spread of points about (150, 130).
+            let t = i as f32;
+            *p = [
+                150.0 + 60.0 * (0.37 * t).cos(),
+                130.0 + 50.0 * (0.37 * t).sin(),
+            ];
+        }
+        lm[8] = [150.0, 200.0];
+        // The eyes, level: what the head's ellipse is laid along.
+        for (i, p) in lm[36..48].iter_mut().enumerate() {
+            *p = [120.0 + 5.0 * i as f32, 110.0];
+        }
+        let rig = HeadRig::new(w, h, &lm);
+        let f = rig
+            .frame(&HeadPose {
+                dx: 0.07,
+                dy: -0.04,
+                roll: 0.05,
+            })
+            .expect("a moving pose");
+        let mut moved = 0;
+        for y in 0..h {
+            let (mut xs, mut ys) = (vec![0.0; w], vec![0.0; w]);
+            let span = rig.moving(y, 0, w);
+            if let Some((a, b)) = span {
+                rig.row_sources(&f, y, a, &mut xs[..b - a], &mut ys[..b - a]);
+            }
+            for x in 0..w {
+                let s = rig.source(&f, x, y);
+                match span {
+                    Some((a, b)) if x >= a && x < b => {
+                        assert_eq!([xs[x - a], ys[x - a]], s, "({x}, {y})");
+                        moved += usize::from(s != [x as f32, y as f32]);
+                    }
+                    _ => assert_eq!(s, [x as f32, y as f32], "({x}, {y}) moves outside its span"),
+                }
+            }
+        }
+        assert!(moved > 5_000, "{moved} pixels moved");
+        assert_eq!(rig.moving(5, 100, 100), None);
     }
 }

@@ -25,6 +25,7 @@ mod geometry;
 mod head;
 mod idle;
 mod mouth;
+mod rows;
 mod sample;
 
 use crate::lipsync::MouthPose;
@@ -222,18 +223,21 @@ impl FaceRig {
     /// outside which it is bit-identical to [`base_frame`](Self::base_frame) (what an encoder
     /// needs to convert again).
     ///
-    /// Where the warp only moves pixels (away from the mouth opening and its lips' edges,
+    /// Outside the boxes the mouth and a blinking eye can reach, only the head moves a pixel:
+    /// its exact source is worked out row by row and the pixel drawn as
+    /// [`render_exact`](Self::render_exact) draws it, bit for bit (see `rows.rs`). Inside them,
+    /// where the warp only moves pixels (away from the mouth opening and its lips' edges,
     /// outside a blinking eye) its source positions are computed exactly on a grid and
     /// interpolated between, one fixed-point bilinear sample a pixel; everything else is shaded
-    /// as [`render_exact`](Self::render_exact) does (see `cells.rs`). A frame so costs in
-    /// proportion to the pixels the pose moves, with a small constant, however large the face;
-    /// its source positions stay within about a tenth of a pixel of the exact frame's.
+    /// exactly (see `cells.rs`). A frame so costs in proportion to the pixels the pose moves,
+    /// with a small constant, however large the face; its source positions stay within about a
+    /// tenth of a pixel of the exact frame's.
     ///
     /// # Panics
     /// If `out` has the wrong length.
     pub fn render(&self, frame: &FramePose, out: &mut [u8]) -> Roi {
         let (f, roi) = self.prepare(frame, out, None);
-        self.render_cells(&f, roi, out);
+        self.render_regions(&f, roi, out);
         roi
     }
 
@@ -245,12 +249,12 @@ impl FaceRig {
     /// If `out` has the wrong length.
     pub fn render_over(&self, frame: &FramePose, out: &mut [u8], last: Roi) -> Roi {
         let (f, roi) = self.prepare(frame, out, Some(last));
-        self.render_cells(&f, roi, out);
+        self.render_regions(&f, roi, out);
         roi
     }
 
     /// The same frame as [`render`](Self::render) with every pixel of the changing region shaded
-    /// exactly, nothing interpolated: the reference `render` is measured against, about 3-3.5
+    /// exactly, nothing interpolated: the reference `render` is measured against, about 4-5
     /// times slower on a close-up.
     ///
     /// # Panics

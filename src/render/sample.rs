@@ -114,25 +114,104 @@ impl Rgb {
         } = s;
         // Top-left corners of the 2×2 neighbourhood stop one short of the last row and
         // column; a position on them (or past them) weighs the far pixel fully instead.
-        let (cx, cy) = ((self.width - 2) as i32, (self.height - 2) as i32);
-        let stride = self.width * 3;
-        let d = &self.data;
         for px in row.chunks_exact_mut(3) {
-            let (xs, ys) = (x >> 8, y >> 8);
-            let (x0, y0) = ((xs >> 8).clamp(0, cx), (ys >> 8).clamp(0, cy));
-            let fx = (xs - (x0 << 8)).clamp(0, 256) as u32;
-            let fy = (ys - (y0 << 8)).clamp(0, 256) as u32;
-            let i = y0 as usize * stride + x0 as usize * 3;
-            let (top, bottom) = (&d[i..i + 6], &d[i + stride..i + stride + 6]);
-            for k in 0..3 {
-                let t = u32::from(top[k]) * (256 - fx) + u32::from(top[k + 3]) * fx;
-                let b = u32::from(bottom[k]) * (256 - fx) + u32::from(bottom[k + 3]) * fx;
-                px[k] = ((t * (256 - fy) + b * fy + 32768) >> 16) as u8;
-            }
+            self.fixed_u8(x, y, px);
             x = x.wrapping_add(dx);
             y = y.wrapping_add(dy);
             dx = dx.wrapping_add(ddx);
             dy = dy.wrapping_add(ddy);
+        }
+    }
+
+    /// One pixel at `(x, y)` in 16.16 fixed point (already rounded to the 8-bit weights' grid,
+    /// see [`RowSteps`]) into `px`. Top-left corners of the 2×2 neighbourhood stop one short of
+    /// the last row and column; a position on them (or past them) weighs the far pixel fully.
+    #[inline]
+    fn fixed_u8(&self, x: i32, y: i32, px: &mut [u8]) {
+        let (cx, cy) = ((self.width - 2) as i32, (self.height - 2) as i32);
+        let stride = self.width * 3;
+        let d = &self.data;
+        let (xs, ys) = (x >> 8, y >> 8);
+        let (x0, y0) = ((xs >> 8).clamp(0, cx), (ys >> 8).clamp(0, cy));
+        let fx = (xs - (x0 << 8)).clamp(0, 256) as u32;
+        let fy = (ys - (y0 << 8)).clamp(0, 256) as u32;
+        let i = y0 as usize * stride + x0 as usize * 3;
+        let (top, bottom) = (&d[i..i + 6], &d[i + stride..i + stride + 6]);
+        for k in 0..3 {
+            let t = u32::from(top[k]) * (256 - fx) + u32::from(top[k + 3]) * fx;
+            let b = u32::from(bottom[k]) * (256 - fx) + u32::from(bottom[k + 3]) * fx;
+            px[k] = ((t * (256 - fy) + b * fy + 32768) >> 16) as u8;
+        }
+    }
+
+    /// Fills `row` (RGB24) with [`bilinear_u8`](Self::bilinear_u8) at the source positions
+    /// `xs`, `ys` (one per pixel, image coordinates), bit for bit: for pixels whose sources are
+    /// not a smooth quadratic along the row (the head motion's weight map), so they are given
+    /// one by one, and drawn as the exact renderer draws them. AVX2 eight pixels a step where
+    /// present.
+    pub fn sample_points(&self, row: &mut [u8], xs: &[f32], ys: &[f32]) {
+        assert!(row.len() == 3 * xs.len() && xs.len() == ys.len());
+        #[cfg(target_arch = "x86_64")]
+        if self.data.len() <= i32::MAX as usize && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present (checked just above) and the data's offsets fit the
+            // gathers' 32-bit indices.
+            return unsafe { self.sample_points_avx2(row, xs, ys) };
+        }
+        for ((px, &x), &y) in row.chunks_exact_mut(3).zip(xs).zip(ys) {
+            let (x, y) = self.truncated(x, y);
+            self.fixed_u8(x, y, px);
+        }
+    }
+
+    /// `(x, y)` clamped to the image and cut to 1/256 px (as [`bilinear_u8`](Self::bilinear_u8)
+    /// cuts its weights; exact, the scaling being by a power of two), in 16.16 fixed point.
+    #[inline]
+    fn truncated(&self, x: f32, y: f32) -> (i32, i32) {
+        let cut = |v: f32, max: usize| ((v.clamp(0.0, max as f32) * 256.0) as i32) << 8;
+        (cut(x, self.width - 1), cut(y, self.height - 1))
+    }
+
+    /// [`sample_points`](Self::sample_points) eight pixels a step.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, and `self.data.len()` must fit in an `i32`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn sample_points_avx2(&self, row: &mut [u8], xs: &[f32], ys: &[f32]) {
+        use std::arch::x86_64::*;
+        let n = xs.len();
+        let scale = _mm256_set1_ps(256.0);
+        let zero = _mm256_setzero_ps();
+        let (xm, ym) = (
+            _mm256_set1_ps((self.width - 1) as f32),
+            _mm256_set1_ps((self.height - 1) as f32),
+        );
+        let mut done = 0;
+        while done + 8 <= n {
+            // SAFETY: `done + 8 <= n`, the length of both.
+            let (vx, vy) = unsafe {
+                (
+                    _mm256_loadu_ps(xs.as_ptr().add(done)),
+                    _mm256_loadu_ps(ys.as_ptr().add(done)),
+                )
+            };
+            // As `truncated`: clamped, cut to 1/256 px, 16.16.
+            let cut = |v, max| {
+                let v = _mm256_mul_ps(_mm256_min_ps(_mm256_max_ps(v, zero), max), scale);
+                _mm256_slli_epi32::<8>(_mm256_cvttps_epi32(v))
+            };
+            // SAFETY: AVX2 as this function; the data's length was checked by the caller.
+            let out = unsafe { self.eight_avx2(cut(vx, xm), cut(vy, ym)) };
+            row[done * 3..(done + 8) * 3].copy_from_slice(&out[..24]);
+            done += 8;
+        }
+        for ((px, &x), &y) in row[done * 3..]
+            .chunks_exact_mut(3)
+            .zip(&xs[done..])
+            .zip(&ys[done..])
+        {
+            let (x, y) = self.truncated(x, y);
+            self.fixed_u8(x, y, px);
         }
     }
 
@@ -147,8 +226,6 @@ impl Rgb {
     unsafe fn sample_row_avx2(&self, row: &mut [u8], s: RowSteps) {
         use std::arch::x86_64::*;
         let n = row.len() / 3;
-        let (cx, cy) = ((self.width - 2) as i32, (self.height - 2) as i32);
-        let stride = (self.width * 3) as i32;
         // Lane k starts at pixel k: x(k) = x + k·dx + k(k - 1)/2·ddx, dx(k) = dx + k·ddx
         // (exact in wrapping arithmetic, as the scalar steps are).
         let k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -172,6 +249,37 @@ impl Rgb {
             _mm256_set1_epi32(s.ddx.wrapping_mul(8)),
             _mm256_set1_epi32(s.ddy.wrapping_mul(8)),
         );
+        let mut done = 0;
+        while done < n {
+            // SAFETY: AVX2 as this function; the data's length was checked by the caller.
+            let out = unsafe { self.eight_avx2(vx, vy) };
+            let m = (n - done).min(8);
+            row[done * 3..(done + m) * 3].copy_from_slice(&out[..m * 3]);
+            done += m;
+            vx = _mm256_add_epi32(_mm256_add_epi32(vx, _mm256_slli_epi32::<3>(vdx)), jx);
+            vy = _mm256_add_epi32(_mm256_add_epi32(vy, _mm256_slli_epi32::<3>(vdy)), jy);
+            vdx = _mm256_add_epi32(vdx, jdx);
+            vdy = _mm256_add_epi32(vdy, jdy);
+        }
+    }
+
+    /// Eight pixels at the 16.16 fixed-point positions `vx`, `vy` (rounded as [`RowSteps`]
+    /// rounds), as [`fixed_u8`](Self::fixed_u8) samples each: the 2×2 neighbourhoods gathered,
+    /// the same integer weights. Their 24 bytes lead the result.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, and `self.data.len()` must fit in an `i32`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn eight_avx2(
+        &self,
+        vx: std::arch::x86_64::__m256i,
+        vy: std::arch::x86_64::__m256i,
+    ) -> [u8; 28] {
+        use std::arch::x86_64::*;
+        let (cx, cy) = ((self.width - 2) as i32, (self.height - 2) as i32);
+        let stride = (self.width * 3) as i32;
         let zero = _mm256_setzero_si256();
         let (vcx, vcy) = (_mm256_set1_epi32(cx), _mm256_set1_epi32(cy));
         let full = _mm256_set1_epi32(256);
@@ -184,67 +292,58 @@ impl Rgb {
             13, 14, -1, -1, -1, -1,
         );
         let base = self.data.as_ptr();
-        let mut done = 0;
-        while done < n {
-            let (xs, ys) = (_mm256_srai_epi32::<8>(vx), _mm256_srai_epi32::<8>(vy));
-            let x0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_srai_epi32::<8>(xs), zero), vcx);
-            let y0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_srai_epi32::<8>(ys), zero), vcy);
-            let clamp_w = |v| _mm256_min_epi32(_mm256_max_epi32(v, zero), full);
-            let fx = clamp_w(_mm256_sub_epi32(xs, _mm256_slli_epi32::<8>(x0)));
-            let fy = clamp_w(_mm256_sub_epi32(ys, _mm256_slli_epi32::<8>(y0)));
-            let i = _mm256_add_epi32(
-                _mm256_mullo_epi32(y0, vstride),
-                _mm256_add_epi32(_mm256_add_epi32(x0, x0), x0),
-            );
-            let i2 = _mm256_add_epi32(i, vstride);
-            // SAFETY: x0 <= width - 2 and y0 <= height - 2, so the four bytes at i and at
-            // i + 2 (the pixel and its right neighbour), and at those plus one row, end at
-            // most at (height - 1)·stride + width·3, the data's length; the offsets fit an i32.
-            let (ta, tb, ba, bb) = unsafe {
-                (
-                    _mm256_i32gather_epi32::<1>(base.cast(), i),
-                    _mm256_i32gather_epi32::<1>(base.add(2).cast(), i),
-                    _mm256_i32gather_epi32::<1>(base.cast(), i2),
-                    _mm256_i32gather_epi32::<1>(base.add(2).cast(), i2),
-                )
-            };
-            let mut px = _mm256_setzero_si256();
-            // Channel k: the left pixel's byte k of `*a`, the right one's byte k + 1 of `*b`.
-            macro_rules! channel {
-                ($k:literal) => {{
-                    let l = |v| _mm256_and_si256(_mm256_srli_epi32::<{ 8 * $k }>(v), byte);
-                    let r = |v| _mm256_and_si256(_mm256_srli_epi32::<{ 8 * $k + 8 }>(v), byte);
-                    let lerp = |p: __m256i, q: __m256i, f| {
-                        let d = _mm256_mullo_epi32(_mm256_sub_epi32(q, p), f);
-                        _mm256_add_epi32(_mm256_slli_epi32::<8>(p), d)
-                    };
-                    let t = lerp(l(ta), r(tb), fx);
-                    let b = lerp(l(ba), r(bb), fx);
-                    let v = _mm256_srli_epi32::<16>(_mm256_add_epi32(lerp(t, b, fy), half));
-                    px = _mm256_or_si256(px, _mm256_slli_epi32::<{ 8 * $k }>(v));
-                }};
-            }
-            channel!(0);
-            channel!(1);
-            channel!(2);
-            let packed = _mm256_shuffle_epi8(px, pack);
-            let mut out = [0u8; 28];
-            // SAFETY: `out` has 28 bytes: 16 at 0 and 16 at 12.
-            unsafe {
-                _mm_storeu_si128(out.as_mut_ptr().cast(), _mm256_castsi256_si128(packed));
-                _mm_storeu_si128(
-                    out.as_mut_ptr().add(12).cast(),
-                    _mm256_extracti128_si256::<1>(packed),
-                );
-            }
-            let m = (n - done).min(8);
-            row[done * 3..(done + m) * 3].copy_from_slice(&out[..m * 3]);
-            done += m;
-            vx = _mm256_add_epi32(_mm256_add_epi32(vx, _mm256_slli_epi32::<3>(vdx)), jx);
-            vy = _mm256_add_epi32(_mm256_add_epi32(vy, _mm256_slli_epi32::<3>(vdy)), jy);
-            vdx = _mm256_add_epi32(vdx, jdx);
-            vdy = _mm256_add_epi32(vdy, jdy);
+        let (xs, ys) = (_mm256_srai_epi32::<8>(vx), _mm256_srai_epi32::<8>(vy));
+        let x0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_srai_epi32::<8>(xs), zero), vcx);
+        let y0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_srai_epi32::<8>(ys), zero), vcy);
+        let clamp_w = |v| _mm256_min_epi32(_mm256_max_epi32(v, zero), full);
+        let fx = clamp_w(_mm256_sub_epi32(xs, _mm256_slli_epi32::<8>(x0)));
+        let fy = clamp_w(_mm256_sub_epi32(ys, _mm256_slli_epi32::<8>(y0)));
+        let i = _mm256_add_epi32(
+            _mm256_mullo_epi32(y0, vstride),
+            _mm256_add_epi32(_mm256_add_epi32(x0, x0), x0),
+        );
+        let i2 = _mm256_add_epi32(i, vstride);
+        // SAFETY: x0 <= width - 2 and y0 <= height - 2, so the four bytes at i and at
+        // i + 2 (the pixel and its right neighbour), and at those plus one row, end at
+        // most at (height - 1)·stride + width·3, the data's length; the offsets fit an i32.
+        let (ta, tb, ba, bb) = unsafe {
+            (
+                _mm256_i32gather_epi32::<1>(base.cast(), i),
+                _mm256_i32gather_epi32::<1>(base.add(2).cast(), i),
+                _mm256_i32gather_epi32::<1>(base.cast(), i2),
+                _mm256_i32gather_epi32::<1>(base.add(2).cast(), i2),
+            )
+        };
+        let mut px = _mm256_setzero_si256();
+        // Channel k: the left pixel's byte k of `*a`, the right one's byte k + 1 of `*b`.
+        macro_rules! channel {
+            ($k:literal) => {{
+                let l = |v| _mm256_and_si256(_mm256_srli_epi32::<{ 8 * $k }>(v), byte);
+                let r = |v| _mm256_and_si256(_mm256_srli_epi32::<{ 8 * $k + 8 }>(v), byte);
+                let lerp = |p: __m256i, q: __m256i, f| {
+                    let d = _mm256_mullo_epi32(_mm256_sub_epi32(q, p), f);
+                    _mm256_add_epi32(_mm256_slli_epi32::<8>(p), d)
+                };
+                let t = lerp(l(ta), r(tb), fx);
+                let b = lerp(l(ba), r(bb), fx);
+                let v = _mm256_srli_epi32::<16>(_mm256_add_epi32(lerp(t, b, fy), half));
+                px = _mm256_or_si256(px, _mm256_slli_epi32::<{ 8 * $k }>(v));
+            }};
         }
+        channel!(0);
+        channel!(1);
+        channel!(2);
+        let packed = _mm256_shuffle_epi8(px, pack);
+        let mut out = [0u8; 28];
+        // SAFETY: `out` has 28 bytes: 16 at 0 and 16 at 12.
+        unsafe {
+            _mm_storeu_si128(out.as_mut_ptr().cast(), _mm256_castsi256_si128(packed));
+            _mm_storeu_si128(
+                out.as_mut_ptr().add(12).cast(),
+                _mm256_extracti128_si256::<1>(packed),
+            );
+        }
+        out
     }
 }
 
@@ -262,18 +361,24 @@ struct RowSteps {
 
 impl RowSteps {
     fn new(a: [f32; 2], b: [f32; 2], c: [f32; 2]) -> RowSteps {
-        let fixed = |v: f32| (v * 65536.0) as i32;
-        // Half a 1/256 px up front: positions round to the weights' grid, so a warp that moves
-        // a pixel by less than that copies it exactly, as the float path does.
+        let step = |v: f32| (v * 65536.0) as i32;
         RowSteps {
-            x: fixed(a[0]) + 128,
-            y: fixed(a[1]) + 128,
-            dx: fixed(b[0] + c[0]),
-            dy: fixed(b[1] + c[1]),
-            ddx: fixed(2.0 * c[0]),
-            ddy: fixed(2.0 * c[1]),
+            x: fixed(a[0]),
+            y: fixed(a[1]),
+            dx: step(b[0] + c[0]),
+            dy: step(b[1] + c[1]),
+            ddx: step(2.0 * c[0]),
+            ddy: step(2.0 * c[1]),
         }
     }
+}
+
+/// A position in 16.16 fixed point with half a 1/256 px added up front: positions round to the
+/// weights' grid, so a warp that moves a pixel by less than that copies it exactly, as the
+/// float path does.
+#[inline]
+fn fixed(v: f32) -> i32 {
+    (v * 65536.0) as i32 + 128
 }
 
 /// Writes a colour, rounded and clamped to 0..=255.
@@ -381,5 +486,42 @@ mod tests {
             }
         }
         assert_eq!(rows, 6000);
+    }
+
+    /// Sampling given points writes `bilinear_u8`'s bytes exactly, eight a step or one by one
+    /// (random portraits down to 2×2, points inside, on and past the edges, 0 to 40 a row), and
+    /// points on pixel centres return the stored pixels, as a still pixel must.
+    #[test]
+    fn sampled_points_match_the_scalar_path_and_pixel_centres_are_exact() {
+        let mut rng = fastrand::Rng::with_seed(81);
+        for _ in 0..300 {
+            let (w, h) = (rng.u32(2..40), rng.u32(2..40));
+            let img = image::RgbImage::from_fn(w, h, |_, _| {
+                image::Rgb([rng.u8(..), rng.u8(..), rng.u8(..)])
+            });
+            let r = Rgb::from_image(&img);
+            for _ in 0..20 {
+                let n = rng.usize(0..41);
+                let mut pick = |hi: u32| match rng.u8(0..3) {
+                    0 => rng.i32(-2..hi as i32 + 3) as f32 * 0.5,
+                    _ => -4.0 + rng.f32() * (hi as f32 + 8.0),
+                };
+                let xs: Vec<f32> = (0..n).map(|_| pick(w)).collect();
+                let ys: Vec<f32> = (0..n).map(|_| pick(h)).collect();
+                let mut fast = vec![1u8; n * 3];
+                r.sample_points(&mut fast, &xs, &ys);
+                let exact: Vec<u8> = xs
+                    .iter()
+                    .zip(&ys)
+                    .flat_map(|(&x, &y)| r.bilinear_u8(x, y))
+                    .collect();
+                assert_eq!(fast, exact, "{w}x{h}: {xs:?} {ys:?}");
+            }
+            let (xs, ys): (Vec<f32>, Vec<f32>) =
+                (0..w * h).map(|i| ((i % w) as f32, (i / w) as f32)).unzip();
+            let mut all = vec![0u8; (w * h * 3) as usize];
+            r.sample_points(&mut all, &xs, &ys);
+            assert_eq!(all, r.data);
+        }
     }
 }
