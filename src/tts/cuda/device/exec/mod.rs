@@ -620,34 +620,34 @@ impl DeviceExecutor {
             let ins: Vec<Option<&[usize]>> = ins.iter().map(|i| i.map(|(s, _)| s)).collect();
             step_macs(&step.op, &ins, o)
         });
-        let mma = self.mma_weights.contains_key(&i);
+        // FP16 activations (2-byte values in or out) keep a convolution off cuDNN; the others
+        // that cuDNN maps run there when it is the path.
+        let on_dnn = matches!(step.op, Op::Conv(_) | Op::ConvTranspose(_))
+            && self.conv_path == ConvPath::Cudnn
+            && out_shapes.first().is_some_and(|&(_, size)| size == 4)
+            && ins.first().copied().flatten().is_some_and(|(x, size)| {
+                size == 4
+                    && self
+                        .weight_shape(step)
+                        .is_some_and(|w| dnn_conv(&step.op, x, w).is_some())
+            });
+        let mma = !on_dnn && self.mma_weights.contains_key(&i);
         let bytes = if mma {
             tensor_bytes(&ins, &out_shapes)
         } else {
             step_bytes(&step.op, &ins, &out_shapes, self.conv_path)
         };
         let key = started.map(|_| match &step.op {
-            Op::Conv(c) | Op::ConvTranspose(c) => {
-                // FP16 activations (2-byte values in or out) stay on the GEMM path.
-                let on_dnn = self.conv_path == ConvPath::Cudnn
-                    && out_shapes.first().is_some_and(|&(_, size)| size == 4)
-                    && ins.first().copied().flatten().is_some_and(|(x, size)| {
-                        size == 4
-                            && self
-                                .weight_shape(step)
-                                .is_some_and(|w| dnn_conv(&step.op, x, w).is_some())
-                    });
-                format!(
-                    "{} {:?} {}",
-                    step.op.name(),
-                    c.precision,
-                    match (on_dnn, mma) {
-                        (true, _) => "cudnn",
-                        (false, true) => "mma",
-                        (false, false) => "gemm",
-                    }
-                )
-            }
+            Op::Conv(c) | Op::ConvTranspose(c) => format!(
+                "{} {:?} {}",
+                step.op.name(),
+                c.precision,
+                match (on_dnn, mma) {
+                    (true, _) => "cudnn",
+                    (false, true) => "mma",
+                    (false, false) => "gemm",
+                }
+            ),
             op => op.name().to_owned(),
         });
         self.work.macs += macs;
