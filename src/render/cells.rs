@@ -140,7 +140,7 @@ impl FaceRig {
         if smooth {
             return self.sample_cell(cell, &quad, &g, out);
         }
-        if cw.min(ch) < 2 * MIN_CELL {
+        if cw.min(ch) < 2 * MIN_CELL || quarters_doomed(&cell, mx, my, g[1][1]) {
             return self.shade_cell(f, cell, out);
         }
         // Split in four: the 5×5 warps at the quarters, of which the parent has 13.
@@ -307,6 +307,15 @@ fn doomed(g: &Grid, room: f32) -> bool {
     all().any(|w| !w.still) && all().any(|w| w.still || w.clear < room)
 }
 
+/// Whether every quarter of `cell` (split at `mx`, `my`) would be [`doomed`] by its centre
+/// `c` alone, a corner of all four: it moves and lies near the opening, and no quarter can split
+/// further. The cell is then shaded exactly without the split's 12 warps.
+fn quarters_doomed(cell: &Roi, mx: usize, my: usize, c: Warp) -> bool {
+    let (w, h) = ([mx - cell.x0, cell.x1 - mx], [my - cell.y0, cell.y1 - my]);
+    let (w_max, h_max) = (w[0].max(w[1]), h[0].max(h[1]));
+    !c.still && w_max.min(h_max) < 2 * MIN_CELL && c.clear < room(w[0].min(w[1]), h[0].min(h[1]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +353,41 @@ mod tests {
         assert!(doomed(&deep, room), "deep in the opening");
         deep[1][1].still = true;
         assert!(doomed(&deep, room), "deep and partly still");
+    }
+
+    /// An 8-px cell whose moving centre lies near the opening has four doomed quarters; a still
+    /// centre, one clear of the opening, or quarters that could split again leave it to split.
+    #[test]
+    fn quarters_are_doomed_by_a_moving_centre_near_the_opening() {
+        let cell = |side: usize| Roi {
+            x0: 32,
+            y0: 48,
+            x1: 32 + side,
+            y1: 48 + side,
+        };
+        let centre = |clear: f32, still: bool| Warp {
+            src: [1.0, 2.0],
+            clear,
+            still,
+        };
+        let (c8, near) = (cell(8), room(4, 4) - 0.5);
+        assert!(quarters_doomed(&c8, 36, 52, centre(near, false)));
+        assert!(!quarters_doomed(&c8, 36, 52, centre(near, true)), "still");
+        assert!(
+            !quarters_doomed(&c8, 36, 52, centre(room(4, 4), false)),
+            "clear"
+        );
+        // A narrower last cell (13 px: quarters of 6 and 7) uses its smallest quarter's room.
+        let c13 = Roi { x1: 45, ..c8 };
+        assert!(quarters_doomed(
+            &c13,
+            38,
+            52,
+            centre(room(6, 4) - 0.5, false)
+        ));
+        assert!(!quarters_doomed(&c13, 38, 52, centre(room(6, 4), false)));
+        // 16-px quarters split again: their own grids decide.
+        assert!(!quarters_doomed(&cell(16), 40, 56, centre(-100.0, false)));
     }
 
     /// The rows' quadratics blended from the grid rows' coefficients trace the same sources as
