@@ -102,6 +102,9 @@ impl FaceRig {
         if cw < 2 || ch < 2 || f.eye_roi.is_some_and(|e| e.overlaps(cell)) {
             return self.shade_cell(f, cell, out);
         }
+        if cw.min(ch) < 2 * MIN_CELL && doomed(&g, room(cw, ch)) {
+            return self.shade_cell(f, cell, out);
+        }
         let (mx, my) = ((cell.x0 + cell.x1) / 2, (cell.y0 + cell.y1) / 2);
         let qx = [(cell.x0 + mx) / 2, (mx + cell.x1) / 2];
         let qy = [(cell.y0 + my) / 2, (my + cell.y1) / 2];
@@ -114,10 +117,7 @@ impl FaceRig {
         if still == 13 {
             return;
         }
-        // Every pixel is within a quarter of the cell's side (plus a little) of one of the 13
-        // points, and `clear` changes by at most about 5 px per pixel (the lip edges' slopes
-        // and the level shift on top of the pixel's own step): room for that.
-        let room = 1.5 * cw.max(ch) as f32 + 1.0;
+        let room = room(cw, ch);
         let clear = all.clone().map(|w| w.clear);
         if clear.clone().fold(f32::MIN, f32::max) <= -room {
             // Deep in the opening or its lip band: nothing here is a plain warp.
@@ -140,7 +140,7 @@ impl FaceRig {
         if smooth {
             return self.sample_cell(cell, &quad, &g, out);
         }
-        if cw.min(ch) < 2 * MIN_CELL {
+        if cw.min(ch) < 2 * MIN_CELL || quarters_doomed(&cell, mx, my, g[1][1]) {
             return self.shade_cell(f, cell, out);
         }
         // Split in four: the 5×5 warps at the quarters, of which the parent has 13.
@@ -292,10 +292,103 @@ fn grid(a: usize, b: usize) -> Vec<usize> {
     g
 }
 
+/// Every pixel is within a quarter of the cell's side (plus a little) of one of the 13 points,
+/// and `clear` changes by at most about 5 px per pixel (the lip edges' slopes and the level
+/// shift on top of the pixel's own step): room for that.
+fn room(cw: usize, ch: usize) -> f32 {
+    1.5 * cw.max(ch) as f32 + 1.0
+}
+
+/// Whether the grid points alone rule a cell out of being smooth: one of them moves and another
+/// is still or lies within `room` of the mouth's opening. A cell too small to split is then
+/// shaded exactly whatever its four checks say, so they need not be worked out.
+fn doomed(g: &Grid, room: f32) -> bool {
+    let all = || g.iter().flatten();
+    all().any(|w| !w.still) && all().any(|w| w.still || w.clear < room)
+}
+
+/// Whether every quarter of `cell` (split at `mx`, `my`) would be [`doomed`] by its centre
+/// `c` alone, a corner of all four: it moves and lies near the opening, and no quarter can split
+/// further. The cell is then shaded exactly without the split's 12 warps.
+fn quarters_doomed(cell: &Roi, mx: usize, my: usize, c: Warp) -> bool {
+    let (w, h) = ([mx - cell.x0, cell.x1 - mx], [my - cell.y0, cell.y1 - my]);
+    let (w_max, h_max) = (w[0].max(w[1]), h[0].max(h[1]));
+    !c.still && w_max.min(h_max) < 2 * MIN_CELL && c.clear < room(w[0].min(w[1]), h[0].min(h[1]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::render::geometry::{add, scale};
+
+    /// A small cell is ruled out by its grid alone when one point moves and another is still or
+    /// near the opening; a cell all of whose points move clear of it, or none of whose points
+    /// move, still needs its checks.
+    #[test]
+    fn doomed_cells_are_the_ones_their_checks_could_not_save() {
+        let room = room(4, 4);
+        let moving = Warp {
+            src: [10.5, 20.25],
+            clear: room,
+            still: false,
+        };
+        let g = [[moving; 3]; 3];
+        assert!(!doomed(&g, room), "smooth candidate");
+        let mut near = g;
+        near[2][1].clear = room - 0.01;
+        assert!(doomed(&near, room), "a point near the opening");
+        let mut part = g;
+        part[0][0].still = true;
+        assert!(doomed(&part, room), "partly still");
+        let still = [[Warp {
+            clear: f32::NEG_INFINITY,
+            still: true,
+            ..moving
+        }; 3]; 3];
+        assert!(!doomed(&still, room), "a cell that may stay the portrait's");
+        let mut deep = [[Warp {
+            clear: -2.0 * room,
+            ..moving
+        }; 3]; 3];
+        assert!(doomed(&deep, room), "deep in the opening");
+        deep[1][1].still = true;
+        assert!(doomed(&deep, room), "deep and partly still");
+    }
+
+    /// An 8-px cell whose moving centre lies near the opening has four doomed quarters; a still
+    /// centre, one clear of the opening, or quarters that could split again leave it to split.
+    #[test]
+    fn quarters_are_doomed_by_a_moving_centre_near_the_opening() {
+        let cell = |side: usize| Roi {
+            x0: 32,
+            y0: 48,
+            x1: 32 + side,
+            y1: 48 + side,
+        };
+        let centre = |clear: f32, still: bool| Warp {
+            src: [1.0, 2.0],
+            clear,
+            still,
+        };
+        let (c8, near) = (cell(8), room(4, 4) - 0.5);
+        assert!(quarters_doomed(&c8, 36, 52, centre(near, false)));
+        assert!(!quarters_doomed(&c8, 36, 52, centre(near, true)), "still");
+        assert!(
+            !quarters_doomed(&c8, 36, 52, centre(room(4, 4), false)),
+            "clear"
+        );
+        // A narrower last cell (13 px: quarters of 6 and 7) uses its smallest quarter's room.
+        let c13 = Roi { x1: 45, ..c8 };
+        assert!(quarters_doomed(
+            &c13,
+            38,
+            52,
+            centre(room(6, 4) - 0.5, false)
+        ));
+        assert!(!quarters_doomed(&c13, 38, 52, centre(room(6, 4), false)));
+        // 16-px quarters split again: their own grids decide.
+        assert!(!quarters_doomed(&cell(16), 40, 56, centre(-100.0, false)));
+    }
 
     /// The rows' quadratics blended from the grid rows' coefficients trace the same sources as
     /// each row's own quadratic through its interpolated nodes (what the cells did before).
