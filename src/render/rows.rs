@@ -33,8 +33,10 @@ impl FaceRig {
         };
         let w = self.base.width;
         let (mut xs, mut ys) = ([0.0f32; CHUNK], [0.0f32; CHUNK]);
+        let mut spans = Vec::with_capacity(boxes.len() + 1);
         for y in roi.y0..roi.y1 {
-            for (a, b) in outside(&boxes, y, roi.x0, roi.x1) {
+            outside(&boxes, y, roi.x0, roi.x1, &mut spans);
+            for &(a, b) in &spans {
                 let Some((a, b)) = self.head.moving(y, a, b) else {
                     continue;
                 };
@@ -60,17 +62,22 @@ fn boxes(mouth: Roi, eyes: Option<Roi>) -> Vec<Roi> {
     }
 }
 
-/// The spans of `[a, b)` along row `y` outside every box (boxes do not overlap).
-fn outside(boxes: &[Roi], y: usize, a: usize, b: usize) -> Vec<(usize, usize)> {
-    let mut cuts: Vec<(usize, usize)> = boxes
+/// The spans of `[a, b)` along row `y` outside every box (boxes do not overlap) into `spans`,
+/// which is reused row after row: no allocation per row.
+fn outside(boxes: &[Roi], y: usize, a: usize, b: usize, spans: &mut Vec<(usize, usize)>) {
+    spans.clear();
+    // At most two boxes (`boxes`), so their cuts fit on the stack.
+    let (mut cuts, mut n) = ([(0, 0); 2], 0);
+    for r in boxes
         .iter()
         .filter(|r| y >= r.y0 && y < r.y1 && r.x0 < r.x1)
-        .map(|r| (r.x0, r.x1))
-        .collect();
-    cuts.sort_unstable();
-    let mut spans = Vec::new();
+    {
+        cuts[n] = (r.x0, r.x1);
+        n += 1;
+    }
+    cuts[..n].sort_unstable();
     let mut at = a;
-    for (x0, x1) in cuts {
+    for &(x0, x1) in &cuts[..n] {
         if x0 > at {
             spans.push((at, x0.min(b)));
         }
@@ -80,7 +87,6 @@ fn outside(boxes: &[Roi], y: usize, a: usize, b: usize) -> Vec<(usize, usize)> {
         spans.push((at, b));
     }
     spans.retain(|s| s.0 < s.1);
-    spans
 }
 
 #[cfg(test)]
@@ -91,25 +97,31 @@ mod tests {
         Roi { x0, y0, x1, y1 }
     }
 
+    fn spans(boxes: &[Roi], y: usize, a: usize, b: usize) -> Vec<(usize, usize)> {
+        let mut v = vec![(7, 7)];
+        outside(boxes, y, a, b, &mut v);
+        v
+    }
+
     #[test]
     fn rows_skip_the_boxes_and_nothing_else() {
         let mouth = roi(40, 60, 80, 90);
         let eyes = roi(10, 10, 120, 30);
         let both = boxes(mouth, Some(eyes));
         assert_eq!(both, vec![mouth, eyes]);
-        assert_eq!(outside(&both, 5, 0, 100), vec![(0, 100)]);
-        assert_eq!(outside(&both, 20, 0, 100), vec![(0, 10)]);
-        assert_eq!(outside(&both, 20, 10, 100), vec![]);
-        assert_eq!(outside(&both, 60, 0, 100), vec![(0, 40), (80, 100)]);
-        assert_eq!(outside(&both, 89, 50, 100), vec![(80, 100)]);
-        assert_eq!(outside(&both, 90, 50, 100), vec![(50, 100)]);
+        assert_eq!(spans(&both, 5, 0, 100), vec![(0, 100)]);
+        assert_eq!(spans(&both, 20, 0, 100), vec![(0, 10)]);
+        assert_eq!(spans(&both, 20, 10, 100), vec![]);
+        assert_eq!(spans(&both, 60, 0, 100), vec![(0, 40), (80, 100)]);
+        assert_eq!(spans(&both, 89, 50, 100), vec![(80, 100)]);
+        assert_eq!(spans(&both, 90, 50, 100), vec![(50, 100)]);
         // Boxes that overlap are drawn as one, so no pixel is drawn twice.
         let merged = boxes(mouth, Some(roi(70, 20, 120, 70)));
         assert_eq!(merged, vec![roi(40, 20, 120, 90)]);
-        assert_eq!(outside(&merged, 50, 0, 200), vec![(0, 40), (120, 200)]);
+        assert_eq!(spans(&merged, 50, 0, 200), vec![(0, 40), (120, 200)]);
         assert_eq!(boxes(mouth, None), vec![mouth]);
         // Two boxes on one row, given in either order.
         let two = [roi(50, 0, 60, 10), roi(10, 0, 20, 10)];
-        assert_eq!(outside(&two, 3, 0, 70), vec![(0, 10), (20, 50), (60, 70)]);
+        assert_eq!(spans(&two, 3, 0, 70), vec![(0, 10), (20, 50), (60, 70)]);
     }
 }
