@@ -26,6 +26,26 @@ pub const MAX_RANK: usize = 6;
 /// their grids by it.
 pub const UNROLL: usize = 4;
 
+/// Elements per thread of the fused kernels' vector form (`VEC` in the source): 16 bytes of FP16.
+pub const VEC: usize = 8;
+
+/// Whether a fused step may run in its vector form: rows (`len` elements) of a multiple of
+/// [`VEC`], the output and every input dense along the row at 16-byte aligned starts in every row,
+/// or an input broadcast along the row (last stride 0). `inputs` holds each input's address and
+/// its strides in elements over the output's shape.
+pub fn vector_rows(len: usize, out: u64, inputs: &[(u64, Vec<isize>)]) -> bool {
+    let vec = VEC as isize;
+    len.is_multiple_of(VEC)
+        && out.is_multiple_of(16)
+        && inputs.iter().all(|(ptr, s)| match s.split_last() {
+            None | Some((0, _)) => true,
+            Some((1, outer)) => {
+                ptr.is_multiple_of(16) && outer.iter().all(|v| v.rem_euclid(vec) == 0)
+            }
+            Some(_) => false,
+        })
+}
+
 const COMMON: &str = r#"
 typedef long long i64;
 typedef unsigned char u8;
@@ -82,6 +102,52 @@ __device__ __forceinline__ bool narrow_view(i64 n, const Dims& d, const Strides&
   return n <= TALKER_NARROW_MAX && span <= TALKER_NARROW_MAX;
 }
 __device__ __forceinline__ i64 wrap(i64 v, i64 dim) { return v < 0 ? v + dim : v; }
+// The fused kernels' vector form moves VEC elements of each input per thread in one 16-byte load
+// (FP16 activations; two for FP32): the element-wise form's 2-byte loads left the H200's decoder
+// chains at 0.3-0.6 TB/s however many a thread issued. Lanes<T> holds a thread's VEC elements of
+// one input as loaded (a row-broadcast input, `one`, repeats its single element); at(k) widens
+// lane k. Types without a vector load (i64, bools) load lane by lane.
+#ifndef __CUDACC__
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+#endif
+template <typename T> struct Lanes {
+  T v[VEC];
+  __device__ __forceinline__ void load(const T* p, bool one) { _Pragma("unroll") for (int k = 0; k < VEC; ++k) v[k] = p[one ? 0 : k]; }
+  __device__ __forceinline__ T at(int k) const { return v[k]; }
+};
+template <> struct Lanes<unsigned short> {
+  uint4 w;
+  __device__ __forceinline__ void load(const unsigned short* p, bool one) {
+    if (one) { unsigned h = p[0]; h |= h << 16; w.x = h; w.y = h; w.z = h; w.w = h; } else w = *(const uint4*)p;
+  }
+  __device__ __forceinline__ float at(int k) const {
+    unsigned x = k < 2 ? w.x : (k < 4 ? w.y : (k < 6 ? w.z : w.w));
+    return h2f((unsigned short)((k & 1) ? x >> 16 : x & 0xffffu));
+  }
+};
+template <> struct Lanes<float> {
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* p, bool one) {
+    if (one) { float x = p[0]; a.x = x; a.y = x; a.z = x; a.w = x; b = a; } else { a = ((const float4*)p)[0]; b = ((const float4*)p)[1]; }
+  }
+  __device__ __forceinline__ float at(int k) const {
+    const float4& q = k < 4 ? a : b;
+    int j = k & 3;
+    return j == 0 ? q.x : (j == 1 ? q.y : (j == 2 ? q.z : q.w));
+  }
+};
+template <typename T, typename R> __device__ __forceinline__ void store_lanes(T* p, const R* r) { _Pragma("unroll") for (int k = 0; k < VEC; ++k) p[k] = (T)r[k]; }
+__device__ __forceinline__ void store_lanes(unsigned short* p, const float* r) {
+  unsigned h[4];
+  _Pragma("unroll") for (int k = 0; k < 4; ++k) h[k] = (unsigned)f2h(r[2 * k]) | ((unsigned)f2h(r[2 * k + 1]) << 16);
+  uint4 w; w.x = h[0]; w.y = h[1]; w.z = h[2]; w.w = h[3];
+  *(uint4*)p = w;
+}
+__device__ __forceinline__ void store_lanes(float* p, const float* r) {
+  float4 a, b; a.x = r[0]; a.y = r[1]; a.z = r[2]; a.w = r[3]; b.x = r[4]; b.y = r[5]; b.z = r[6]; b.w = r[7];
+  ((float4*)p)[0] = a; ((float4*)p)[1] = b;
+}
 "#;
 
 /// Kernels instantiated for each storage type (f32, i64, u8 for bools).
@@ -429,6 +495,9 @@ fn expr(op: Ew, a: &[String], types: &[DType], out: DType) -> String {
 /// thread loads its `UNROLL` elements' inputs first (the coordinates of a broadcast element are
 /// divided out once for all inputs), then runs the program on them and stores. `{name}_rows` is
 /// the row form (`n` the last axis, `rows`, `total`; no dense flags): see `ROW_INDEX`.
+/// `{name}_vec` takes the row form's arguments and moves `VEC` elements of a row per thread; it
+/// needs rows of a multiple of `VEC` and every input either broadcast along the row or dense in
+/// it at a 16-byte aligned start ([`vector_rows`] checks that).
 pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) -> String {
     let input_types: Vec<DType> = inputs.iter().map(|s| s.dtype).collect();
     let out_t = Stored {
@@ -471,7 +540,7 @@ pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) ->
         " ",
     );
     load.push_str(&reads);
-    let compute = fused_program(f, &input_types, half_out);
+    let compute = fused_program(f, &input_types, half_out, Store::Element);
     // The row form: each input's offset at the row's start, worked out once per thread (the
     // outer axes' divisions), then a stride along the row per element: no division per element.
     let row_bases = format!(
@@ -488,6 +557,32 @@ pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) ->
     let rows = format!(
         "template <typename I> __device__ __forceinline__ void {name}_rows_at(I n, I row, Dims d, {out}* out{params}) {{\n  {registers}\n  {row_bases}\n  out += row * n;\n  UNROLLED(I, n,\n    {row_load},\n    {compute})\n}}\nextern \"C\" __global__ void {name}_rows(i64 n, i64 rows, i64 total, Dims d, {out}* out{params}) {{\n  i64 row = ROW_INDEX;\n  if (row >= rows) return;\n  if (total <= TALKER_NARROW_MAX) {name}_rows_at<int>((int)n, (int)row, d, out{args});\n  else {name}_rows_at<i64>(n, row, d, out{args});\n}}\n"
     );
+    // The vector form: the row form's bases, then VEC elements per thread (see `Lanes`).
+    let lanes = each(
+        &|i| {
+            format!(
+                "Lanes<{}> r{i}; r{i}.load(in{i} + b{i} + v * l{i}, l{i} == 0);",
+                inputs[i].mem()
+            )
+        },
+        " ",
+    );
+    let widen = each(
+        &|i| {
+            if input_types[i] == DType::Bool {
+                format!("a{i}[u] = (r{i}.at(u) != 0);")
+            } else {
+                format!("a{i}[u] = r{i}.at(u);")
+            }
+        },
+        " ",
+    );
+    let vec_registers = each(&|i| format!("{} a{i}[VEC]; ", c_type(input_types[i])), "");
+    let lane_compute = fused_program(f, &input_types, half_out, Store::Lane);
+    let res = c_type(out_t.dtype);
+    let vector = format!(
+        "template <typename I> __device__ __forceinline__ void {name}_vec_at(I n, I row, Dims d, {out}* out{params}) {{\n  {vec_registers}{res} res[VEC];\n  {row_bases}\n  out += row * n;\n  for (I v = ((I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x) * VEC; v < n; v += (I)gridDim.x * (I)blockDim.x * VEC) {{\n    {lanes}\n    _Pragma(\"unroll\") for (int u = 0; u < VEC; ++u) {{ {widen} {lane_compute} }}\n    store_lanes(out + v, res);\n  }}\n}}\nextern \"C\" __global__ void {name}_vec(i64 n, i64 rows, i64 total, Dims d, {out}* out{params}) {{\n  i64 row = ROW_INDEX;\n  if (row >= rows) return;\n  if (total <= TALKER_NARROW_MAX) {name}_vec_at<int>((int)n, (int)row, d, out{args});\n  else {name}_vec_at<i64>(n, row, d, out{args});\n}}\n"
+    );
     let entry = each(
         &|i| {
             format!(
@@ -499,12 +594,12 @@ pub fn fused_kernel(f: &Fused, inputs: &[Stored], half_out: bool, name: &str) ->
     );
     let dense = each(&|i| format!("dense{i} && "), "");
     format!(
-        "template <typename I> __device__ __forceinline__ void {name}_at(I n, Dims d, {out}* out{params}, bool dense) {{\n  {registers}\n  UNROLLED(I, n,\n    {load},\n    {compute})\n}}\nextern \"C\" __global__ void {name}(i64 n, Dims d, {out}* out{entry}) {{\n  bool dense = {dense}true;\n  if (n <= TALKER_NARROW_MAX) {name}_at<int>((int)n, d, out{args}, dense);\n  else {name}_at<i64>(n, d, out{args}, dense);\n}}\n{rows}"
+        "template <typename I> __device__ __forceinline__ void {name}_at(I n, Dims d, {out}* out{params}, bool dense) {{\n  {registers}\n  UNROLLED(I, n,\n    {load},\n    {compute})\n}}\nextern \"C\" __global__ void {name}(i64 n, Dims d, {out}* out{entry}) {{\n  bool dense = {dense}true;\n  if (n <= TALKER_NARROW_MAX) {name}_at<int>((int)n, d, out{args}, dense);\n  else {name}_at<i64>(n, d, out{args}, dense);\n}}\n{rows}{vector}"
     )
 }
 
 /// The program of a fused kernel on one element (its inputs in `a<k>[u]`), ending in the store.
-fn fused_program(f: &Fused, input_types: &[DType], half_out: bool) -> String {
+fn fused_program(f: &Fused, input_types: &[DType], half_out: bool, store: Store) -> String {
     let mut s = String::new();
     let mut temp_types: Vec<DType> = Vec::new();
     for (k, ins) in f.instrs.iter().enumerate() {
@@ -539,14 +634,29 @@ fn fused_program(f: &Fused, input_types: &[DType], half_out: bool) -> String {
         temp_types.push(ins.dtype);
     }
     let last = f.instrs.len().saturating_sub(1);
-    if f.instrs.last().map(|i| i.dtype) == Some(DType::Bool) {
-        let _ = write!(s, "out[i] = (u8)t{last};");
-    } else if half_out {
-        let _ = write!(s, "out[i] = f2h(t{last});");
-    } else {
-        let _ = write!(s, "out[i] = t{last};");
+    match store {
+        Store::Element if f.instrs.last().map(|i| i.dtype) == Some(DType::Bool) => {
+            let _ = write!(s, "out[i] = (u8)t{last};");
+        }
+        Store::Element if half_out => {
+            let _ = write!(s, "out[i] = f2h(t{last});");
+        }
+        Store::Element => {
+            let _ = write!(s, "out[i] = t{last};");
+        }
+        Store::Lane => {
+            let _ = write!(s, "res[u] = t{last};");
+        }
     }
     s
+}
+
+/// Where a fused program leaves its result: in `out[i]` (the element forms) or in lane `u` of
+/// `res`, stored by the vector form's one `store_lanes`.
+#[derive(Clone, Copy)]
+enum Store {
+    Element,
+    Lane,
 }
 
 /// Every kernel the executor loads: the fixed set, each typed one per storage type, and the fused
@@ -554,7 +664,7 @@ fn fused_program(f: &Fused, input_types: &[DType], half_out: bool) -> String {
 pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
     let mut names: Vec<String> = fused
         .values()
-        .flat_map(|n| [n.clone(), format!("{n}_rows")])
+        .flat_map(|n| [n.clone(), format!("{n}_rows"), format!("{n}_vec")])
         .collect();
     for base in [
         "view",
@@ -598,7 +708,8 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
 
 /// The kernels every plan has: the helpers, the typed kernels per storage type, the fixed set.
 fn fixed_source() -> String {
-    let mut src = format!("#define MAX_RANK {MAX_RANK}\n#define UNROLL {UNROLL}\n");
+    let mut src =
+        format!("#define MAX_RANK {MAX_RANK}\n#define UNROLL {UNROLL}\n#define VEC {VEC}\n");
     src.push_str(COMMON);
     for t in [DType::F32, DType::I64, DType::Bool] {
         src.push_str(
@@ -695,6 +806,27 @@ mod tests {
             "{code}"
         );
         assert!(code.contains("out[i] = t2;"), "{code}");
+    }
+
+    /// The vector form only where every 16-byte load it makes is aligned and every lane it
+    /// stores is the row's.
+    #[test]
+    fn the_vector_form_needs_whole_aligned_rows() {
+        let dense = |ptr: u64, outer: isize| (ptr, vec![outer * 16, outer * 8, 1]);
+        let along = (4u64, vec![1, 0, 0]);
+        assert!(vector_rows(64, 256, &[dense(512, 1), along.clone()]));
+        assert!(vector_rows(64, 256, &[(512, vec![0, 0, 1])]), "per time");
+        assert!(!vector_rows(60, 256, &[dense(512, 1)]), "row of 60");
+        assert!(!vector_rows(64, 264, &[dense(512, 1)]), "output misaligned");
+        assert!(!vector_rows(64, 256, &[dense(520, 1)]), "input misaligned");
+        assert!(
+            !vector_rows(64, 256, &[(512, vec![1028, 12, 1])]),
+            "rows 12 apart"
+        );
+        assert!(
+            !vector_rows(64, 256, &[(512, vec![2048, 128, 2])]),
+            "strided row"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Elementwise steps: the planner's fused chains (one generated kernel per chain, inputs
-//! broadcast by strides).
+//! broadcast by strides; its vector form where the rows allow).
 
 use super::{DeviceExecutor, Family, Slots, step_err};
+use crate::tts::cuda::device::kernels::{VEC, vector_rows};
 use crate::tts::cuda::device::memory::{self, Params, dims, strides};
 use crate::tts::cuda::ops::broadcast;
 use crate::tts::cuda::program::Step;
@@ -35,22 +36,29 @@ impl DeviceExecutor {
                 let n = numel(&shape);
                 let len = shape.last().copied().unwrap_or(1).max(1);
                 let grid = memory::row_grid(len, n / len).filter(|_| shape.len() >= 2);
+                let by_input: Vec<(u64, Vec<isize>)> = ins
+                    .iter()
+                    .map(|t| {
+                        let bs = broadcast::broadcast_strides(&t.shape, &shape);
+                        (t.ptr(), bs.iter().map(|&v| v as isize).collect())
+                    })
+                    .collect();
                 let mut p = Params::new();
                 if grid.is_some() {
                     p.push(len as i64).push((n / len) as i64);
                 }
                 p.push(n as i64).push(dims(&shape)?).push(out.ptr());
-                for t in &ins {
-                    let bs: Vec<isize> = broadcast::broadcast_strides(&t.shape, &shape)
-                        .iter()
-                        .map(|&v| v as isize)
-                        .collect();
-                    p.push(t.ptr()).push(strides(&bs));
+                for ((ptr, bs), t) in by_input.iter().zip(&ins) {
+                    p.push(*ptr).push(strides(bs));
                     if grid.is_none() {
                         p.push(i32::from(t.shape == shape));
                     }
                 }
                 match grid {
+                    Some((_, y, z)) if vector_rows(len, out.ptr(), &by_input) => {
+                        let x = len.div_ceil(256 * VEC).min(1 << 20) as u32;
+                        p.launch_grid(self.f(&format!("{name}_vec"))?, st, (x, y, z))?
+                    }
                     Some(g) => p.launch_grid(self.f(&format!("{name}_rows"))?, st, g)?,
                     None => p.launch_unrolled(self.f(&name)?, st, n)?,
                 }

@@ -10,7 +10,9 @@ use libloading::Library;
 use super::{Stored, fixed_source, fused_kernel, mma};
 use crate::tts::cuda::device::memory::{Dims, Strides, dims, strides};
 use crate::tts::cuda::ops::{broadcast, elementwise, linalg};
-use crate::tts::cuda::program::op::{Arg, Binary, ConvSpec, Ew, Fused, Instr, Precision, Unary};
+use crate::tts::cuda::program::op::{
+    Arg, Binary, ConvSpec, Ew, Fused, Instr, Precision, Scalar, Unary,
+};
 use crate::tts::cuda::quant;
 use crate::tts::cuda::tensor::{DType, Tensor};
 
@@ -797,6 +799,117 @@ fn a_fused_row_kernel_matches_the_flat_one() {
             rows.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             flat.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             "{width}"
+        );
+    }
+}
+
+/// The vector form of a fused kernel writes what its row form does, bit for bit, FP16 and FP32
+/// out: an FP16 input dense in every row, an FP32 one per channel (broadcast along the row), an
+/// FP16 one per time (dense along the row, the same in every row) and a bool mask per item
+/// (loaded lane by lane).
+#[test]
+fn a_fused_vector_kernel_matches_the_row_form() {
+    let fused = Fused {
+        instrs: vec![
+            Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
+            Instr::f32(Ew::Binary(Binary::Mul), &[Arg::Temp(0), Arg::Input(2)]),
+            Instr::f32(Ew::Unary(Unary::LeakyRelu(0.1)), &[Arg::Temp(1)]),
+            Instr::f32(
+                Ew::Where,
+                &[Arg::Input(3), Arg::Temp(2), Arg::Scalar(Scalar::F32(0.5))],
+            ),
+        ],
+    };
+    let half = Stored {
+        dtype: DType::F32,
+        half: true,
+    };
+    let stored = [
+        half,
+        Stored::plain(DType::F32),
+        half,
+        Stored::plain(DType::Bool),
+    ];
+    let src = format!(
+        "{}{}{}",
+        fixed_source(),
+        fused_kernel(&fused, &stored, true, "ewh"),
+        fused_kernel(&fused, &stored, false, "ewf")
+    );
+    let (t, shape) = (24usize, vec![2usize, 3, 24]);
+    let others = [shape.clone(), vec![1, 3, 1], vec![1, 1, t], vec![2, 1, t]];
+    let x = to_half_bits(&values(numel_of(&others[0]), 31));
+    let bias = values(3, 32);
+    let y = to_half_bits(&values(t, 33));
+    let mask: Vec<u8> = (0..2 * t).map(|i| u8::from(i % 5 != 0)).collect();
+    let st = |s: &[usize]| {
+        broadcast::broadcast_strides(s, &shape)
+            .iter()
+            .map(|&v| v as isize)
+            .collect::<Vec<_>>()
+    };
+    type Rows<O> = unsafe extern "C" fn(
+        i64,
+        i64,
+        i64,
+        Dims,
+        *mut O,
+        *const u16,
+        Strides,
+        *const f32,
+        Strides,
+        *const u16,
+        Strides,
+        *const u8,
+        Strides,
+    );
+    let n = numel_of(&shape);
+    let addr = |p: *const c_void| p as u64;
+    let ins = [
+        (addr(x.as_ptr().cast()), st(&others[0])),
+        (addr(bias.as_ptr().cast()), st(&others[1])),
+        (addr(y.as_ptr().cast()), st(&others[2])),
+        (addr(mask.as_ptr().cast()), st(&others[3])),
+    ];
+    let run = |k: &Kernels, name: &str, out: *mut c_void| {
+        assert!(
+            super::vector_rows(t, addr(out), &ins),
+            "the executor would run {name} on these buffers"
+        );
+        each_row_block(6, |b| {
+            // SAFETY: buffers sized for the shapes; the signature is the generated kernels'
+            // (both forms take the same arguments); blocks past the 6 rows return at once.
+            unsafe {
+                k.at::<Rows<c_void>>(name, b)(
+                    t as i64,
+                    6,
+                    n as i64,
+                    dims(&shape).unwrap(),
+                    out,
+                    x.as_ptr(),
+                    strides(&st(&others[0])),
+                    bias.as_ptr(),
+                    strides(&st(&others[1])),
+                    y.as_ptr(),
+                    strides(&st(&others[2])),
+                    mask.as_ptr(),
+                    strides(&st(&others[3])),
+                )
+            }
+        });
+    };
+    for (width, k) in both_widths(&src) {
+        let (mut rows, mut vector) = (vec![0u16; n], vec![0xffffu16; n]);
+        run(&k, "ewh_rows", rows.as_mut_ptr().cast());
+        run(&k, "ewh_vec", vector.as_mut_ptr().cast());
+        assert_eq!(vector, rows, "{width} FP16 out");
+        let (mut rows, mut vector) = (vec![0f32; n], vec![f32::NAN; n]);
+        run(&k, "ewf_rows", rows.as_mut_ptr().cast());
+        run(&k, "ewf_vec", vector.as_mut_ptr().cast());
+        assert_eq!(
+            vector.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            rows.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{width} FP32 out"
         );
     }
 }
