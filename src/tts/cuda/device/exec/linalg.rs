@@ -387,16 +387,13 @@ impl DeviceExecutor {
     ) -> Result<(), GpuError> {
         let (b, cin, t) = (x.shape[0], x.shape[1], x.shape[2]);
         let t_out = out.shape[2];
+        let tile = mma::tile(cout);
         let grid = (
-            t_out.div_ceil(mma::TILE_T) as u32,
-            cout.div_ceil(mma::TILE_CO) as u32,
+            t_out.div_ceil(tile.t) as u32,
+            cout.div_ceil(tile.co) as u32,
             b as u32,
         );
-        let name = format!(
-            "conv_mma_{}{}",
-            if x.half { 'h' } else { 'f' },
-            if out.half { 'h' } else { 'f' }
-        );
+        let name = mma::name(cout, x.half, out.half);
         let mut p = Params::new();
         p.push(out.ptr()).push(x.ptr()).push(packed.ptr());
         for v in [cout, cin, t, t_out, k, spec.dilation, spec.pad_begin] {

@@ -1006,6 +1006,8 @@ fn tensor_core_convolution_gives_the_host_convolution() {
         (2, 48, 64, 40, 7, 3, (9, 9)),
         (1, 16, 1, 129, 7, 1, (3, 3)),
         (1, 32, 16, 200, 5, 1, (0, 2)),
+        (1, 32, 32, 601, 11, 5, (25, 25)),
+        (2, 16, 40, 300, 11, 12, (60, 60)),
     ] {
         let x = values(b * cin * t, 21);
         let w = values(cout * cin * kk, 22);
@@ -1018,7 +1020,8 @@ fn tensor_core_convolution_gives_the_host_convolution() {
         let t_out = want.len() / (b * cout);
         let packed = to_half_bits(&mma::pack_weight(&w, cout, cin, kk));
         let xh = to_half_bits(&x);
-        let (gx, gy) = (t_out.div_ceil(mma::TILE_T), cout.div_ceil(mma::TILE_CO));
+        let tile = mma::tile(cout);
+        let (gx, gy) = (t_out.div_ceil(tile.t), cout.div_ceil(tile.co));
         let case = format!("b{b} cin{cin} cout{cout} t{t} k{kk} d{dil} p{pads:?}");
         for (input, xn) in [
             (x.as_ptr().cast::<c_void>(), 'f'),
@@ -1033,7 +1036,7 @@ fn tensor_core_convolution_gives_the_host_convolution() {
                     .flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |xb| (z, y, xb))))
                 {
                     let f: ConvMma = k.tile(
-                        &format!("conv_mma_{xn}{on}"),
+                        &mma::name(cout, xn == 'h', on == 'h'),
                         (gy as u32, b as u32),
                         (xb as u32, y as u32, z as u32),
                     );

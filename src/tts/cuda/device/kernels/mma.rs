@@ -12,10 +12,26 @@
 //! runs the whole block, warp by warp and lane by lane, and `mma_16816` is computed from the
 //! lanes' fragments by the layout PTX documents, so the tests check the fragment loads too.
 
-/// Output channels per block (two warps' rows of 32).
-pub const TILE_CO: usize = 64;
-/// Output positions per block (four warps' columns of 32).
-pub const TILE_T: usize = 128;
+/// A block's tile: output channels by output positions, over eight warps of 32 by 32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tile {
+    /// Output channels per block.
+    pub co: usize,
+    /// Output positions per block.
+    pub t: usize,
+}
+
+/// The tile for `cout` output channels. Layers of at most 32 channels (the decoder's last
+/// resblocks: a third of a pass's positions) take a 32 x 256 tile, so no warp multiplies rows of
+/// zero weights as the 64 x 128 tile would for half of them.
+pub fn tile(cout: usize) -> Tile {
+    if cout <= 32 {
+        Tile { co: 32, t: 256 }
+    } else {
+        Tile { co: 64, t: 128 }
+    }
+}
+
 /// Input channels per staged slice: the tensor-core step's K.
 pub const SLICE: usize = 16;
 /// The largest kernel the weight stage holds (the voices' resblocks use 3, 7 and 11).
@@ -31,20 +47,21 @@ pub fn fits(cin: usize, k: usize, dilation: usize) -> bool {
         && dilation * (k - 1) <= MAX_REACH
 }
 
-/// `[cout][cin][k]` weights in the order the kernel stages them: per block of [`TILE_CO`] output
-/// channels, per slice of [`SLICE`] input channels, per tap, a `[TILE_CO][SLICE]` matrix (output
-/// channels past `cout` are zero).
+/// `[cout][cin][k]` weights in the order the kernel stages them: per block of [`tile`]`(cout).co`
+/// output channels, per slice of [`SLICE`] input channels, per tap, a `[co][SLICE]` matrix
+/// (output channels past `cout` are zero).
 pub fn pack_weight(w: &[f32], cout: usize, cin: usize, k: usize) -> Vec<f32> {
-    let (tiles, slices) = (cout.div_ceil(TILE_CO), cin / SLICE);
-    let mut out = vec![0.0; tiles * slices * k * TILE_CO * SLICE];
+    let co = tile(cout).co;
+    let (tiles, slices) = (cout.div_ceil(co), cin / SLICE);
+    let mut out = vec![0.0; tiles * slices * k * co * SLICE];
     // Row by row in the packed order: no division per weight (a voice has about 11 M of them,
     // packed while the engine loads).
     let mut r = 0;
     for tile in 0..tiles {
         for slice in 0..slices {
             for tap in 0..k {
-                for co in 0..TILE_CO {
-                    let o = tile * TILE_CO + co;
+                for row in 0..co {
+                    let o = tile * co + row;
                     if o < cout {
                         for (c, v) in out[r..r + SLICE].iter_mut().enumerate() {
                             *v = w[(o * cin + slice * SLICE + c) * k + tap];
@@ -58,38 +75,51 @@ pub fn pack_weight(w: &[f32], cout: usize, cin: usize, k: usize) -> Vec<f32> {
     out
 }
 
-/// The kernel's source: `conv_mma_{x}{o}` for FP32 (`f`) or FP16 (`h`) input `x` and output `o`.
+/// The kernel's source: `conv_mma{co}_{x}{o}` for a tile of `co` output channels, FP32 (`f`) or
+/// FP16 (`h`) input `x` and output `o`.
 pub fn source() -> String {
     let mut src = format!(
-        "#define MMA_TM {TILE_CO}\n#define MMA_TN {TILE_T}\n#define MMA_KC {SLICE}\n\
-         #define MMA_KMAX {MAX_TAPS}\n#define MMA_REACH {MAX_REACH}\n"
+        "#define MMA_KC {SLICE}\n#define MMA_KMAX {MAX_TAPS}\n#define MMA_REACH {MAX_REACH}\n"
     );
     src.push_str(SOURCE);
-    for (x, xt) in [("f", "float"), ("h", "unsigned short")] {
-        for (o, ot) in [("f", "float"), ("h", "unsigned short")] {
-            src.push_str(&format!(
-                "extern \"C\" __global__ void conv_mma_{x}{o}({ot}* out, const {xt}* x, \
-                 const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, \
-                 int pad) {{ conv_mma_at(out, x, w, cout, cin, t_in, t_out, k, dil, pad); }}\n"
-            ));
+    for co in [32, 64] {
+        for (x, xt) in [("f", "float"), ("h", "unsigned short")] {
+            for (o, ot) in [("f", "float"), ("h", "unsigned short")] {
+                src.push_str(&format!(
+                    "extern \"C\" __global__ void conv_mma{co}_{x}{o}({ot}* out, const {xt}* x, \
+                     const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, \
+                     int dil, int pad) {{ conv_mma_at<{co}>(out, x, w, cout, cin, t_in, t_out, k, \
+                     dil, pad); }}\n"
+                ));
+            }
         }
     }
     src
 }
 
+/// The kernel for a convolution of `cout` output channels, input and output FP16 or not.
+pub fn name(cout: usize, half_in: bool, half_out: bool) -> String {
+    let h = |half| if half { 'h' } else { 'f' };
+    format!("conv_mma{}_{}{}", tile(cout).co, h(half_in), h(half_out))
+}
+
 /// The kernel names [`source`] defines.
 pub fn names() -> impl Iterator<Item = String> {
-    ["ff", "fh", "hf", "hh"]
-        .into_iter()
-        .map(|s| format!("conv_mma_{s}"))
+    [32, 64].into_iter().flat_map(|cout| {
+        [(false, false), (false, true), (true, false), (true, true)]
+            .into_iter()
+            .map(move |(i, o)| name(cout, i, o))
+    })
 }
 
 const SOURCE: &str = r#"
-// Row strides in shared memory (FP16 elements): 8 past the data, so the 8 rows a fragment load
-// touches fall in different banks.
-#define MMA_XS (MMA_TN + MMA_REACH + 8)
-#define MMA_WS (MMA_KC + 8)
+// Both stages keep 16 channels a row, position by position for the input and output channel by
+// output channel for the weights, with 8 elements of padding: the 8 rows a fragment load touches
+// then fall in different banks, and each lane reads its two channels of a row in one 32-bit load
+// at any tap's shift (the input's rows are positions, so a shift moves whole rows).
+#define MMA_RS (MMA_KC + 8)
 struct alignas(16) mma_u4 { unsigned a, b, c, d; };
+struct alignas(8) mma_f2 { float a, b; };
 #ifdef __CUDACC__
 // On the GPU each thread is one lane of one warp: its accumulators are its own fragment.
 #define MMA_SLOTS 1
@@ -114,21 +144,28 @@ inline unsigned mma_pair(const unsigned short* p) { return (unsigned)p[0] | ((un
 #endif
 __device__ __forceinline__ unsigned short ldh(float v) { return f2h(v); }
 __device__ __forceinline__ unsigned short ldh(unsigned short h) { return h; }
-// A fragment (16x16, row-major, at w with row stride MMA_WS): lane l holds rows l/4 and l/4 + 8,
+// Two adjacent outputs in one store (the caller checks that p is aligned for it).
+#ifdef __CUDACC__
+__device__ __forceinline__ void stf2(float* p, float a, float b) { *(mma_f2*)p = mma_f2{a, b}; }
+__device__ __forceinline__ void stf2(unsigned short* p, float a, float b) { *(unsigned*)p = (unsigned)f2h(a) | ((unsigned)f2h(b) << 16); }
+#else
+template <typename O> inline void stf2(O* p, float a, float b) { stf(p, a); stf(p + 1, b); }
+#endif
+// A fragment (16x16, row-major, rows MMA_RS apart from w): lane l holds rows l/4 and l/4 + 8,
 // columns 2(l%4) + {0, 1} and those + 8.
 __device__ __forceinline__ void mma_frag_a(unsigned* a, const unsigned short* w, int lane) {
   int g = lane >> 2, c = (lane & 3) * 2;
-  a[0] = mma_pair(w + g * MMA_WS + c);
-  a[1] = mma_pair(w + (g + 8) * MMA_WS + c);
-  a[2] = mma_pair(w + g * MMA_WS + c + 8);
-  a[3] = mma_pair(w + (g + 8) * MMA_WS + c + 8);
+  a[0] = mma_pair(w + g * MMA_RS + c);
+  a[1] = mma_pair(w + (g + 8) * MMA_RS + c);
+  a[2] = mma_pair(w + g * MMA_RS + c + 8);
+  a[3] = mma_pair(w + (g + 8) * MMA_RS + c + 8);
 }
-// B fragment (16x8, column-major; x holds its rows with stride MMA_XS): lane l holds column l/4,
-// rows 2(l%4) + {0, 1} and those + 8.
+// B fragment (16x8, column-major: column n is the position at x + n·MMA_RS, its 16 rows the
+// channels there): lane l holds column l/4, rows 2(l%4) + {0, 1} and those + 8.
 __device__ __forceinline__ void mma_frag_b(unsigned* b, const unsigned short* x, int lane) {
-  int n = lane >> 2, r = (lane & 3) * 2;
-  b[0] = (unsigned)x[r * MMA_XS + n] | ((unsigned)x[(r + 1) * MMA_XS + n] << 16);
-  b[1] = (unsigned)x[(r + 8) * MMA_XS + n] | ((unsigned)x[(r + 9) * MMA_XS + n] << 16);
+  const unsigned short* p = x + (lane >> 2) * MMA_RS + (lane & 3) * 2;
+  b[0] = mma_pair(p);
+  b[1] = mma_pair(p + 8);
 }
 #ifndef __CUDACC__
 // mma.sync's semantics from the lanes' fragments, in the layout of the PTX ISA (m16n8k16, .f16):
@@ -156,24 +193,26 @@ inline void mma_warp(float (*c)[4], unsigned (*a)[4], unsigned (*b)[2]) {
   }
 }
 #endif
-// One tap of one staged slice for warp w: its 32x32 part of the block's tile (2 by 4 MMAs).
-// acc holds the warp's lanes from MMA_SLOT(w, 0) on (one on the GPU, 32 on the host).
+// One tap of one staged slice for warp w of a block whose warps lie WN to a row of warps: its
+// 32x32 part of the tile (2 by 4 MMAs). acc holds the warp's lanes from MMA_SLOT(w, 0) on (one on
+// the GPU, 32 on the host).
+template <int WN>
 __device__ __forceinline__ void mma_warp_tap(float (*acc)[2][4][4], const unsigned short* ws, const unsigned short* xs, int w) {
-  const unsigned short* wa = ws + (w >> 2) * 32 * MMA_WS;
-  const unsigned short* xb = xs + (w & 3) * 32;
+  const unsigned short* wa = ws + (w / WN) * 32 * MMA_RS;
+  const unsigned short* xb = xs + (w % WN) * 32 * MMA_RS;
 #ifdef __CUDACC__
   int lane = threadIdx.x & 31;
   unsigned a[2][4], b[4][2];
-  for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi], wa + mi * 16 * MMA_WS, lane);
-  for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni], xb + ni * 8, lane);
+  for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi], wa + mi * 16 * MMA_RS, lane);
+  for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni], xb + ni * 8 * MMA_RS, lane);
   for (int mi = 0; mi < 2; ++mi)
     for (int ni = 0; ni < 4; ++ni) mma_16816(acc[0][mi][ni], a[mi], b[ni]);
 #else
   unsigned a[2][32][4], b[4][32][2];
   float c[32][4];
   for (int l = 0; l < 32; ++l) {
-    for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi][l], wa + mi * 16 * MMA_WS, l);
-    for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni][l], xb + ni * 8, l);
+    for (int mi = 0; mi < 2; ++mi) mma_frag_a(a[mi][l], wa + mi * 16 * MMA_RS, l);
+    for (int ni = 0; ni < 4; ++ni) mma_frag_b(b[ni][l], xb + ni * 8 * MMA_RS, l);
   }
   for (int mi = 0; mi < 2; ++mi)
     for (int ni = 0; ni < 4; ++ni) {
@@ -184,16 +223,16 @@ __device__ __forceinline__ void mma_warp_tap(float (*acc)[2][4][4], const unsign
 #endif
 }
 // out[b][co][t] = sum over ci, tap of w[co][ci][tap] * x[b][ci][t + tap*dil - pad] (stride 1).
-// Grid: x over MMA_TN output positions, y over MMA_TM output channels, z over the items; 256
-// threads. w is packed by tile, slice, tap (`pack_weight`); cin is a multiple of MMA_KC.
-template <typename X, typename O>
+// A block computes TM output channels by TN = 8192/TM positions (eight warps of 32 by 32).
+// Grid: x over TN output positions, y over TM output channels, z over the items; 256 threads.
+// w is packed by tile, slice, tap (`pack_weight`); cin is a multiple of MMA_KC.
+template <int TM, typename X, typename O>
 __device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, int pad) {
-  __shared__ unsigned short xs[MMA_KC * MMA_XS] __attribute__((aligned(16)));
-  __shared__ unsigned short ws[MMA_KMAX * MMA_TM * MMA_WS] __attribute__((aligned(16)));
-  const int b = (int)blockIdx.z, t0 = (int)blockIdx.x * MMA_TN, co0 = (int)blockIdx.y * MMA_TM;
-  const int span = MMA_TN + dil * (k - 1), slices = cin / MMA_KC;
-  // Threads in rows of up to 32 (one on the host), each row group taking input channels in turn.
-  const int lanes = blockDim.x < 32 ? (int)blockDim.x : 32, groups = (int)blockDim.x / lanes;
+  constexpr int TN = 8192 / TM, WN = TN / 32;
+  __shared__ unsigned short xs[(TN + MMA_REACH) * MMA_RS] __attribute__((aligned(16)));
+  __shared__ unsigned short ws[MMA_KMAX * TM * MMA_RS] __attribute__((aligned(16)));
+  const int b = (int)blockIdx.z, t0 = (int)blockIdx.x * TN, co0 = (int)blockIdx.y * TM;
+  const int span = TN + dil * (k - 1), slices = cin / MMA_KC;
   float acc[MMA_SLOTS][2][4][4];
   for (int s = 0; s < MMA_SLOTS; ++s)
     for (int mi = 0; mi < 2; ++mi)
@@ -201,31 +240,46 @@ __device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned s
         for (int r = 0; r < 4; ++r) acc[s][mi][ni][r] = 0.f;
   for (int sl = 0; sl < slices; ++sl) {
     __syncthreads();
+    // The slice's input span: a thread gathers 8 channels of one position (neighbouring threads
+    // read neighbouring positions of each channel) and stores them as one 16-byte row half.
     const X* xc = x + ((i64)b * cin + (i64)sl * MMA_KC) * t_in;
-    for (int r = (int)threadIdx.x / lanes; r < MMA_KC; r += groups) {
-      const X* row = xc + (i64)r * t_in;
-      for (int j = (int)threadIdx.x % lanes; j < span; j += lanes) {
-        int p = t0 - pad + j;
-        xs[r * MMA_XS + j] = (p >= 0 && p < t_in) ? ldh(row[p]) : (unsigned short)0;
+    for (int h = 0; h < 2; ++h)
+      for (int j = (int)threadIdx.x; j < span; j += (int)blockDim.x) {
+        const int p = t0 - pad + j;
+        unsigned u[4] = {0u, 0u, 0u, 0u};
+        if (p >= 0 && p < t_in) {
+          const X* src = xc + (i64)(h * 8) * t_in + p;
+          for (int c = 0; c < 4; ++c)
+            u[c] = (unsigned)ldh(src[(i64)(2 * c) * t_in]) | ((unsigned)ldh(src[(i64)(2 * c + 1) * t_in]) << 16);
+        }
+        *(mma_u4*)(xs + j * MMA_RS + h * 8) = mma_u4{u[0], u[1], u[2], u[3]};
       }
-    }
-    // The slice's weights, k taps of [MMA_TM][MMA_KC], one contiguous run: 16 bytes a copy.
-    const mma_u4* wc = (const mma_u4*)(w + (((i64)blockIdx.y * slices + sl) * k) * MMA_TM * MMA_KC);
-    for (int q = (int)threadIdx.x; q < k * MMA_TM * 2; q += (int)blockDim.x)
-      *(mma_u4*)(ws + (q >> 1) * MMA_WS + (q & 1) * 8) = wc[q];
+    // The slice's weights, k taps of [TM][MMA_KC], one contiguous run: 16 bytes a copy.
+    const mma_u4* wc = (const mma_u4*)(w + (((i64)blockIdx.y * slices + sl) * k) * TM * MMA_KC);
+    for (int q = (int)threadIdx.x; q < k * TM * 2; q += (int)blockDim.x)
+      *(mma_u4*)(ws + (q >> 1) * MMA_RS + (q & 1) * 8) = wc[q];
     __syncthreads();
     for (int tap = 0; tap < k; ++tap) {
-      MMA_WARPS(wp) mma_warp_tap(acc + MMA_SLOT(wp, 0), ws + tap * MMA_TM * MMA_WS, xs + tap * dil, wp);
+      MMA_WARPS(wp) mma_warp_tap<WN>(acc + MMA_SLOT(wp, 0), ws + tap * TM * MMA_RS, xs + tap * dil * MMA_RS, wp);
     }
   }
+  // A lane's outputs come in pairs of adjacent positions: one store each where the pair is
+  // whole and aligned for it.
   MMA_WARPS(wp) MMA_LANES(l) {
-    int g = l >> 2, c = (l & 3) * 2;
+    const int g = l >> 2, c = (l & 3) * 2;
     for (int mi = 0; mi < 2; ++mi)
       for (int ni = 0; ni < 4; ++ni)
-        for (int r = 0; r < 4; ++r) {
-          int co = co0 + (wp >> 2) * 32 + mi * 16 + g + (r >> 1) * 8;
-          int t = t0 + (wp & 3) * 32 + ni * 8 + c + (r & 1);
-          if (co < cout && t < t_out) stf(out + ((i64)b * cout + co) * t_out + t, acc[MMA_SLOT(wp, l)][mi][ni][r]);
+        for (int h = 0; h < 2; ++h) {
+          const int co = co0 + (wp / WN) * 32 + mi * 16 + g + h * 8;
+          const int t = t0 + (wp % WN) * 32 + ni * 8 + c;
+          if (co >= cout || t >= t_out) continue;
+          const i64 at = ((i64)b * cout + co) * t_out + t;
+          const float* v = acc[MMA_SLOT(wp, l)][mi][ni] + 2 * h;
+          if (t + 1 < t_out && (at & 1) == 0) stf2(out + at, v[0], v[1]);
+          else {
+            stf(out + at, v[0]);
+            if (t + 1 < t_out) stf(out + at + 1, v[1]);
+          }
         }
   }
 }
@@ -252,13 +306,32 @@ mod tests {
         let (cout, cin, k) = (70, 32, 3);
         let w: Vec<f32> = (0..cout * cin * k).map(|i| i as f32).collect();
         let p = pack_weight(&w, cout, cin, k);
-        assert_eq!(p.len(), 2 * 2 * k * TILE_CO * SLICE);
+        assert_eq!(tile(cout), Tile { co: 64, t: 128 });
+        assert_eq!(p.len(), 2 * 2 * k * 64 * SLICE);
         let at = |tile: usize, slice: usize, tap: usize, co: usize, c: usize| {
-            p[(((tile * 2 + slice) * k + tap) * TILE_CO + co) * SLICE + c]
+            p[(((tile * 2 + slice) * k + tap) * 64 + co) * SLICE + c]
         };
         assert_eq!(at(0, 0, 0, 0, 0), w[0]);
         assert_eq!(at(0, 1, 2, 5, 3), w[(5 * cin + 19) * k + 2]);
         assert_eq!(at(1, 0, 1, 5, 15), w[(69 * cin + 15) * k + 1]);
         assert_eq!(at(1, 1, 0, 6, 0), 0.0, "channel 70 is past cout");
+    }
+
+    #[test]
+    fn narrow_layers_pack_into_the_narrow_tile() {
+        let (cout, cin, k) = (20, 16, 3);
+        let w: Vec<f32> = (0..cout * cin * k).map(|i| i as f32 + 1.0).collect();
+        let p = pack_weight(&w, cout, cin, k);
+        assert_eq!(tile(cout), Tile { co: 32, t: 256 });
+        assert_eq!(p.len(), k * 32 * SLICE);
+        assert_eq!(p[(2 * 32 + 19) * SLICE + 4], w[(19 * cin + 4) * k + 2]);
+        assert!(
+            p[(32 + 20) * SLICE..2 * 32 * SLICE]
+                .iter()
+                .all(|&v| v == 0.0)
+        );
+        assert_eq!(tile(32).co, 32);
+        assert_eq!(name(33, true, false), "conv_mma64_hf");
+        assert_eq!(names().count(), 8);
     }
 }
