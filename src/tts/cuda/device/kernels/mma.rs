@@ -21,15 +21,17 @@ pub struct Tile {
     pub t: usize,
 }
 
-/// The tile for `cout` output channels. Layers of at most 32 channels (the decoder's last
-/// resblocks: a third of a pass's positions) take a 32 x 256 tile, so no warp multiplies rows of
-/// zero weights as the 64 x 128 tile would for half of them.
+/// The tiles the kernels are built for: the wide one, and a narrow one for layers of at most 32
+/// channels (the decoder's last resblocks: a third of a pass's positions), where half of the wide
+/// tile's warps would multiply rows of zero weights.
+const TILES: [Tile; 2] = [Tile { co: 32, t: 256 }, Tile { co: 64, t: 128 }];
+
+/// The tile for `cout` output channels: the narrowest that spans them, else the widest.
 pub fn tile(cout: usize) -> Tile {
-    if cout <= 32 {
-        Tile { co: 32, t: 256 }
-    } else {
-        Tile { co: 64, t: 128 }
-    }
+    TILES
+        .into_iter()
+        .find(|t| cout <= t.co)
+        .unwrap_or(TILES[TILES.len() - 1])
 }
 
 /// Input channels per staged slice: the tensor-core step's K.
@@ -82,14 +84,15 @@ pub fn source() -> String {
         "#define MMA_KC {SLICE}\n#define MMA_KMAX {MAX_TAPS}\n#define MMA_REACH {MAX_REACH}\n"
     );
     src.push_str(SOURCE);
-    for co in [32, 64] {
-        for (x, xt) in [("f", "float"), ("h", "unsigned short")] {
-            for (o, ot) in [("f", "float"), ("h", "unsigned short")] {
+    for tile in TILES {
+        for (x, xt) in [(false, "float"), (true, "unsigned short")] {
+            for (o, ot) in [(false, "float"), (true, "unsigned short")] {
+                let (name, co, t) = (kernel_name(tile, x, o), tile.co, tile.t);
                 src.push_str(&format!(
-                    "extern \"C\" __global__ void conv_mma{co}_{x}{o}({ot}* out, const {xt}* x, \
+                    "extern \"C\" __global__ void {name}({ot}* out, const {xt}* x, \
                      const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, \
-                     int dil, int pad) {{ conv_mma_at<{co}>(out, x, w, cout, cin, t_in, t_out, k, \
-                     dil, pad); }}\n"
+                     int dil, int pad) {{ conv_mma_at<{co}, {t}>(out, x, w, cout, cin, t_in, \
+                     t_out, k, dil, pad); }}\n"
                 ));
             }
         }
@@ -99,16 +102,20 @@ pub fn source() -> String {
 
 /// The kernel for a convolution of `cout` output channels, input and output FP16 or not.
 pub fn name(cout: usize, half_in: bool, half_out: bool) -> String {
+    kernel_name(tile(cout), half_in, half_out)
+}
+
+fn kernel_name(tile: Tile, half_in: bool, half_out: bool) -> String {
     let h = |half| if half { 'h' } else { 'f' };
-    format!("conv_mma{}_{}{}", tile(cout).co, h(half_in), h(half_out))
+    format!("conv_mma{}_{}{}", tile.co, h(half_in), h(half_out))
 }
 
 /// The kernel names [`source`] defines.
 pub fn names() -> impl Iterator<Item = String> {
-    [32, 64].into_iter().flat_map(|cout| {
+    TILES.into_iter().flat_map(|tile| {
         [(false, false), (false, true), (true, false), (true, true)]
             .into_iter()
-            .map(move |(i, o)| name(cout, i, o))
+            .map(move |(i, o)| kernel_name(tile, i, o))
     })
 }
 
@@ -119,7 +126,6 @@ const SOURCE: &str = r#"
 // at any tap's shift (the input's rows are positions, so a shift moves whole rows).
 #define MMA_RS (MMA_KC + 8)
 struct alignas(16) mma_u4 { unsigned a, b, c, d; };
-struct alignas(8) mma_f2 { float a, b; };
 #ifdef __CUDACC__
 // On the GPU each thread is one lane of one warp: its accumulators are its own fragment.
 #define MMA_SLOTS 1
@@ -146,6 +152,7 @@ __device__ __forceinline__ unsigned short ldh(float v) { return f2h(v); }
 __device__ __forceinline__ unsigned short ldh(unsigned short h) { return h; }
 // Two adjacent outputs in one store (the caller checks that p is aligned for it).
 #ifdef __CUDACC__
+struct alignas(8) mma_f2 { float a, b; };
 __device__ __forceinline__ void stf2(float* p, float a, float b) { *(mma_f2*)p = mma_f2{a, b}; }
 __device__ __forceinline__ void stf2(unsigned short* p, float a, float b) { *(unsigned*)p = (unsigned)f2h(a) | ((unsigned)f2h(b) << 16); }
 #else
@@ -223,12 +230,13 @@ __device__ __forceinline__ void mma_warp_tap(float (*acc)[2][4][4], const unsign
 #endif
 }
 // out[b][co][t] = sum over ci, tap of w[co][ci][tap] * x[b][ci][t + tap*dil - pad] (stride 1).
-// A block computes TM output channels by TN = 8192/TM positions (eight warps of 32 by 32).
+// A block computes TM output channels by TN positions (`mma::TILES`: eight warps of 32 by 32).
 // Grid: x over TN output positions, y over TM output channels, z over the items; 256 threads.
 // w is packed by tile, slice, tap (`pack_weight`); cin is a multiple of MMA_KC.
-template <int TM, typename X, typename O>
+template <int TM, int TN, typename X, typename O>
 __device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, int pad) {
-  constexpr int TN = 8192 / TM, WN = TN / 32;
+  constexpr int WN = TN / 32;
+  static_assert(TM * TN == 8 * 32 * 32, "eight warps of 32 by 32");
   __shared__ unsigned short xs[(TN + MMA_REACH) * MMA_RS] __attribute__((aligned(16)));
   __shared__ unsigned short ws[MMA_KMAX * TM * MMA_RS] __attribute__((aligned(16)));
   const int b = (int)blockIdx.z, t0 = (int)blockIdx.x * TN, co0 = (int)blockIdx.y * TM;
