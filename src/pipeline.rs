@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crossbeam_channel::bounded;
+use crossbeam_channel::{TrySendError, bounded};
 
 use crate::animate::{self, ChunkAudio, chunk_audio, frame_quantum};
 use crate::cache::{
@@ -377,7 +377,7 @@ fn run_threads(
         let speech = std::thread::Builder::new()
             .name("speech".into())
             .spawn_scoped(scope, || {
-                if let Err(e) = speech_loop(shared, engine, todo, &tx) {
+                if let Err(e) = speech_loop(shared, engine, todo, workers, &tx) {
                     fail(e);
                 }
                 drop(tx);
@@ -532,12 +532,14 @@ fn render_one(
 
 /// Walks the chunks to render in order. Speech is asked for ahead: on a batching backend (the
 /// GPU) every uncached sentence up to [`SPEECH_AHEAD`], otherwise the next chunk's, so the
-/// backend works while the chunk workers draw and encode. Each chunk's audio goes to the workers
-/// as soon as its phrases are back.
+/// backend works while the chunk workers draw and encode; the first chunk of each of the
+/// `workers` ahead of the rest ([`Phrases::first_chunks`]). Each chunk's audio goes to the
+/// workers as soon as its phrases are back.
 fn speech_loop(
     shared: &Shared,
     engine: &mut SpeechEngine,
     todo: &[usize],
+    workers: usize,
     tx: &crossbeam_channel::Sender<(usize, ChunkAudio)>,
 ) -> Result<()> {
     let plan = shared.plan;
@@ -547,23 +549,35 @@ fn speech_loop(
         limit: if engine.batches() { SPEECH_AHEAD } else { 0 },
         held: 0,
     };
-    let mut ahead = Phrases::default();
+    let mut ahead = Phrases::first_chunks(workers);
     let stopped = || shared.stopped();
+    let waiter = Waiter {
+        cache: shared.cache,
+        progress: shared.progress,
+        clock: shared.clock,
+        stopped: &stopped,
+    };
     let mut done_utterances = 0u64;
+    // Chunks handed on whose new phrases are not cached yet: cached, then released, only once
+    // every worker is busy (the channel is full) or at the end, so no idle worker waits for the
+    // cache (it held the first workers back by a chunk's store each).
+    let mut unstored = Vec::new();
+    let mut unreleased = Vec::new();
+    let settle = |ahead: &mut Phrases, unstored: &mut Vec<_>, unreleased: &mut Vec<usize>| {
+        ahead.store(unstored, &waiter);
+        unstored.clear();
+        for c in unreleased.drain(..) {
+            ahead.release(plan, c);
+        }
+    };
     for (n, &c) in todo.iter().enumerate() {
         if shared.stopped() {
             return Err(Error::Cancelled);
         }
-        let waiter = Waiter {
-            cache: shared.cache,
-            progress: shared.progress,
-            clock: shared.clock,
-            stopped: &stopped,
-        };
         ahead.keep_ahead(plan, todo, n, &mut held, engine, &waiter)?;
-        ahead.wait_for(plan, c, engine, waiter)?;
+        unstored.extend(ahead.receive(plan, c, engine, &waiter)?);
         let audio = chunk_audio(plan, c, ahead.ready(), quantum);
-        ahead.release(plan, c);
+        unreleased.push(c);
         held.held -= held.of(c);
         done_utterances += held.of(c) as u64;
         shared.progress.event(Event::Advance {
@@ -571,10 +585,18 @@ fn speech_loop(
             done: done_utterances,
         });
         tracing::debug!(chunk = c, "speech ready");
-        if tx.send((c, audio)).is_err() {
-            return Err(Error::Cancelled);
+        match tx.try_send((c, audio)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(job)) => {
+                settle(&mut ahead, &mut unstored, &mut unreleased);
+                if tx.send(job).is_err() {
+                    return Err(Error::Cancelled);
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => return Err(Error::Cancelled),
         }
     }
+    settle(&mut ahead, &mut unstored, &mut unreleased);
     Ok(())
 }
 

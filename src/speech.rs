@@ -14,13 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
 use crate::cache::{Cache, Key, report_warnings};
 use crate::plan::{Plan, SpeechIdentity, Utterance, VoiceUse};
 use crate::progress::{Clock, Event, NoProgress, Progress, Stage};
 use crate::tts::batch::DEFAULT_EDGES;
-use crate::tts::batcher::{Batcher, BatcherStats, Client, Policy, Reply, VoiceRef};
+use crate::tts::batcher::{Batcher, BatcherStats, Client, Policy, Priority, Reply, VoiceRef};
 use crate::tts::select::{self, BackendInfo, Resolved, SpeechSetup};
 use crate::tts::voice::{Kept, Scales, VoiceConfig, VoiceFiles};
 use crate::tts::{Speech, SpeechError, align, to_pcm16};
@@ -35,6 +33,17 @@ const POLL: Duration = Duration::from_millis(50);
 pub struct SpeechService {
     resolved: Resolved,
     batcher: Batcher,
+    /// The GPU's context being made ([`Resolved::start_early`]).
+    early: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for SpeechService {
+    /// A process must not end while the driver makes a context on another thread.
+    fn drop(&mut self) {
+        if let Some(h) = self.early.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl SpeechService {
@@ -47,9 +56,15 @@ impl SpeechService {
             edges: DEFAULT_EDGES.to_vec(),
             max_wait: setup.max_wait,
             lanes: resolved.lanes,
+            warm_up: setup.warm_up,
         };
+        let early = resolved.start_early();
         let batcher = Batcher::start(Box::new(resolved.clone()), policy);
-        Ok(SpeechService { resolved, batcher })
+        Ok(SpeechService {
+            resolved,
+            batcher,
+            early,
+        })
     }
 
     pub fn info(&self) -> &BackendInfo {
@@ -298,7 +313,7 @@ impl SpeechEngine {
     }
 
     /// Queues an utterance; [`SpeechEngine::next`] returns it with this ticket.
-    pub fn submit(&mut self, u: &Utterance) -> Result<u64, SpeechError> {
+    pub fn submit(&mut self, u: &Utterance, priority: Priority) -> Result<u64, SpeechError> {
         let v = self.voices.get(u.voice).ok_or_else(|| {
             SpeechError::Engine(format!(
                 "an utterance names voice {} of {}",
@@ -311,6 +326,7 @@ impl SpeechEngine {
             v.identity.scales,
             v.identity.speaker,
             u.ids.clone(),
+            priority,
         )?;
         self.pending.insert(ticket, (u.voice, u.kept.clone()));
         Ok(ticket)
@@ -373,7 +389,7 @@ impl SpeechEngine {
     pub fn synthesize(&mut self, utterances: &[&Utterance]) -> Result<Vec<Speech>, SpeechError> {
         let mut order = HashMap::new();
         for (i, u) in utterances.iter().enumerate() {
-            order.insert(self.submit(u)?, i);
+            order.insert(self.submit(u, Priority::Normal)?, i);
         }
         let mut out: Vec<Option<Speech>> = vec![None; utterances.len()];
         while out.iter().any(Option::is_none) {
@@ -398,18 +414,7 @@ fn normalize_peak(mut pcm: Vec<f32>) -> Vec<f32> {
 
 /// sha256 of a file, streamed.
 pub fn hash_file(path: &std::path::Path) -> Result<[u8; 32], SpeechError> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(SpeechError::io(path))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(SpeechError::io(path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher.finalize().into())
+    crate::cache::file_sha256(path).map_err(SpeechError::io(path))
 }
 
 /// What waiting for speech needs besides the engine: where new speech is cached, where
@@ -438,6 +443,8 @@ pub struct Phrases {
     uses: HashMap<Key, usize>,
     /// How far [`Phrases::keep_ahead`] has gone in its order.
     asked: Asked,
+    /// How many chunks at the head of that order are asked for as [`Priority::First`].
+    first: usize,
 }
 
 /// How much speech [`Phrases::keep_ahead`] asks for beyond the next two chunks, which it always
@@ -474,6 +481,15 @@ impl Asked {
 }
 
 impl Phrases {
+    /// Phrases whose [`Phrases::keep_ahead`] asks for the first `chunks` of its order as
+    /// [`Priority::First`]: a video's first chunk for each worker.
+    pub fn first_chunks(chunks: usize) -> Phrases {
+        Phrases {
+            first: chunks,
+            ..Phrases::default()
+        }
+    }
+
     /// Asks for the chunks of `order`, going on from the last call, ahead of `order[at]`, the
     /// chunk waited for next ([`Asked::next`] says how far): the one request-ahead loop of the
     /// video and the audio-only renders.
@@ -487,9 +503,25 @@ impl Phrases {
         w: &Waiter<'_>,
     ) -> crate::Result<()> {
         while let Some(chunk) = self.asked.next(order, at, bound) {
-            self.request(plan, chunk, engine, w.cache, w.progress)?;
+            self.request(
+                plan,
+                chunk,
+                self.last_priority(),
+                engine,
+                w.cache,
+                w.progress,
+            )?;
         }
         Ok(())
+    }
+
+    /// The priority of the chunk [`Phrases::keep_ahead`] asked for last.
+    fn last_priority(&self) -> Priority {
+        if self.asked.0 <= self.first {
+            Priority::First
+        } else {
+            Priority::Normal
+        }
     }
 
     /// Looks a chunk's phrases up in the cache and asks the service for the missing ones.
@@ -497,6 +529,7 @@ impl Phrases {
         &mut self,
         plan: &Plan,
         chunk: usize,
+        priority: Priority,
         engine: &mut SpeechEngine,
         cache: &Cache,
         progress: &dyn Progress,
@@ -521,7 +554,7 @@ impl Phrases {
             let key = plan.utterances[u].key;
             *self.uses.entry(key).or_insert(0) += 1;
             if !self.ready.contains_key(&key) && !self.waiting.contains_key(&key) {
-                let ticket = engine.submit(&plan.utterances[u])?;
+                let ticket = engine.submit(&plan.utterances[u], priority)?;
                 self.tickets.insert(ticket, key);
                 self.waiting.insert(key, ticket);
             }
@@ -537,6 +570,20 @@ impl Phrases {
         engine: &mut SpeechEngine,
         w: Waiter<'_>,
     ) -> crate::Result<()> {
+        let fresh = self.receive(plan, chunk, engine, &w)?;
+        self.store(&fresh, &w);
+        Ok(())
+    }
+
+    /// Receives speech until every phrase of `chunk` is ready; returns the keys that came back
+    /// (for [`Phrases::store`], before the chunk is released).
+    pub fn receive(
+        &mut self,
+        plan: &Plan,
+        chunk: usize,
+        engine: &mut SpeechEngine,
+        w: &Waiter<'_>,
+    ) -> crate::Result<Vec<Key>> {
         let utterances = plan.chunk_utterances(&plan.chunks[chunk]);
         let mut fresh = Vec::new();
         while utterances
@@ -553,15 +600,22 @@ impl Phrases {
             self.ready.insert(key, speech);
             fresh.push(key);
         }
+        Ok(fresh)
+    }
+
+    /// Caches the speech of `keys`, all still ready (not released).
+    pub fn store(&self, keys: &[Key], w: &Waiter<'_>) {
+        if keys.is_empty() {
+            return;
+        }
         // Stored together, encoded in parallel: one phrase at a time on this thread was the
         // serial part of a GPU render's speech.
-        let fresh: Vec<(Key, &Speech)> = fresh.iter().map(|k| (*k, &self.ready[k])).collect();
+        let fresh: Vec<(Key, &Speech)> = keys.iter().map(|k| (*k, &self.ready[k])).collect();
         if let Err(e) = w.cache.put_phrases(&fresh) {
             w.progress.event(Event::Warning {
                 message: format!("{e}; {} phrases are not cached", fresh.len()),
             });
         }
-        Ok(())
     }
 
     /// The speech ready so far, by phrase key.
@@ -601,7 +655,7 @@ pub fn speak(
         if stop.load(Ordering::Relaxed) {
             return Err(crate::Error::Cancelled);
         }
-        phrases.request(plan, c, engine, cache, progress)?;
+        phrases.request(plan, c, Priority::Normal, engine, cache, progress)?;
     }
     let stopped = || stop.load(Ordering::Relaxed);
     for &c in chunks {
@@ -661,6 +715,23 @@ mod tests {
         assert_eq!(ask(3, &mut bound), [10, 12]);
         assert_eq!(ask(5, &mut bound), [] as [usize; 0]);
         assert_eq!(bound.asked, order);
+    }
+
+    #[test]
+    fn the_first_chunks_of_the_order_are_asked_for_first() {
+        let mut p = Phrases::first_chunks(2);
+        let mut bound = Counting {
+            limit: 10,
+            held: 0,
+            asked: Vec::new(),
+        };
+        let order = [4, 5, 6, 7];
+        let mut seen = Vec::new();
+        while p.asked.next(&order, 0, &mut bound).is_some() {
+            seen.push(p.last_priority());
+        }
+        use Priority::{First, Normal};
+        assert_eq!(seen, [First, First, Normal, Normal]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use talker::cache::Cache;
 use talker::phonemize::Phonemizer;
 use talker::plan::{SpeechIdentity, phrase_key};
 use talker::tts::batch::{BatchLimits, DEFAULT_EDGES};
-use talker::tts::batcher::{Batcher, CallInfo, Client, Policy, Reply, VoiceRef};
+use talker::tts::batcher::{Batcher, CallInfo, Client, Policy, Priority, Reply, VoiceRef};
 use talker::tts::select::{self, BackendInfo, SpeechSetup};
 use talker::tts::voice::Scales;
 use talker::tts::{Phone, RawSpeech, Speech, SpeechError, align};
@@ -133,6 +133,7 @@ fn cpu_batcher(max_items: usize, max_wait_ms: u64) -> Batcher {
             edges: DEFAULT_EDGES.to_vec(),
             max_wait: Duration::from_millis(max_wait_ms),
             lanes: 1,
+            warm_up: true,
         },
     )
 }
@@ -203,7 +204,11 @@ fn concurrent_requesters_share_calls_and_get_their_batch_1_results() {
             s.spawn(move || {
                 let tickets: Vec<u64> = job
                     .iter()
-                    .map(|i| client.submit(voice, QUIET, 0, i.clone()).unwrap())
+                    .map(|i| {
+                        client
+                            .submit(voice, QUIET, 0, i.clone(), Priority::Normal)
+                            .unwrap()
+                    })
                     .collect();
                 let got = collect(&client, tickets.len());
                 for (k, t) in tickets.iter().enumerate() {
@@ -233,10 +238,16 @@ fn a_failing_request_fails_alone() {
     let batcher = cpu_batcher(8, 200);
     let voice = voice_ref();
     let mut client = batcher.client();
-    let t_bad = client.submit(&voice, QUIET, 0, bad).unwrap();
+    let t_bad = client
+        .submit(&voice, QUIET, 0, bad, Priority::Normal)
+        .unwrap();
     let t_good: Vec<u64> = good
         .iter()
-        .map(|i| client.submit(&voice, QUIET, 0, i.clone()).unwrap())
+        .map(|i| {
+            client
+                .submit(&voice, QUIET, 0, i.clone(), Priority::Normal)
+                .unwrap()
+        })
         .collect();
     let got = collect(&client, 3);
     let err = got[&t_bad].0.as_ref().unwrap_err();
@@ -261,13 +272,16 @@ fn cancelling_a_client_releases_its_queued_items() {
     let voice = voice_ref();
     let mut a = batcher.client();
     for _ in 0..30 {
-        a.submit(&voice, QUIET, 0, ids.clone()).unwrap();
+        a.submit(&voice, QUIET, 0, ids.clone(), Priority::Normal)
+            .unwrap();
     }
     let released = a.cancel();
     assert!(released >= 28, "released {released} of 30");
     assert_eq!(a.queued(), 0);
     let mut b = batcher.client();
-    let t = b.submit(&voice, QUIET, 0, ids.clone()).unwrap();
+    let t = b
+        .submit(&voice, QUIET, 0, ids.clone(), Priority::Normal)
+        .unwrap();
     assert!(collect(&b, 1)[&t].0.is_ok());
     drop(a);
     let stats = batcher.stats();
@@ -293,8 +307,12 @@ fn a_preloaded_voice_speaks_its_first_sentence_without_loading_again() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let loaded = batcher.stats().load_seconds;
-    let first = client.submit(&voice, QUIET, 0, ids.clone()).unwrap();
-    let second = client.submit(&voice, QUIET, 0, ids.clone()).unwrap();
+    let first = client
+        .submit(&voice, QUIET, 0, ids.clone(), Priority::Normal)
+        .unwrap();
+    let second = client
+        .submit(&voice, QUIET, 0, ids.clone(), Priority::Normal)
+        .unwrap();
     let got = collect(&client, 2);
     assert_eq!(got[&first].1.load_seconds, loaded);
     assert_eq!(got[&second].1.load_seconds, 0.0);

@@ -122,6 +122,7 @@ pub fn speech_setup(
         cpu_limits,
         gpu_limits: select::GPU_LIMITS,
         max_wait: Duration::from_millis(args.max_batch_wait_ms),
+        warm_up: true,
     })
 }
 

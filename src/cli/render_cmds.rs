@@ -70,7 +70,11 @@ pub fn render_options(args: &RenderArgs, global: &Global) -> Result<RenderOption
         speech: {
             let lanes = args.speech_lanes.map(usize::from);
             let (lanes, intra) = talker::tts::select::cpu_split(threads, lanes);
-            speech_setup(&args.speech, global, intra, lanes, cpu_limits)?
+            SpeechSetup {
+                // This process runs one render: nobody after it to warm up for.
+                warm_up: false,
+                ..speech_setup(&args.speech, global, intra, lanes, cpu_limits)?
+            }
         },
     })
 }

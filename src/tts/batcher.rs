@@ -53,7 +53,7 @@ pub fn after_each_call(hook: fn()) {
 pub trait Loader: Send + Sync {
     fn load(
         &self,
-        voice: &VoiceFiles,
+        voice: &VoiceRef,
         events: &dyn Fn(Event),
     ) -> Result<Box<dyn Backend>, SpeechError>;
 }
@@ -61,7 +61,7 @@ pub trait Loader: Send + Sync {
 impl Loader for super::select::Resolved {
     fn load(
         &self,
-        voice: &VoiceFiles,
+        voice: &VoiceRef,
         events: &dyn Fn(Event),
     ) -> Result<Box<dyn Backend>, SpeechError> {
         super::select::Resolved::load(self, voice, events)
@@ -75,6 +75,10 @@ pub struct Policy {
     pub edges: Vec<usize>,
     pub max_wait: Duration,
     pub lanes: usize,
+    /// Warm-up calls while the queue is empty: for a process that serves more than one render
+    /// (`batch`, `worker`). A single render's queue empties only after its last sentence, when
+    /// they could serve nobody and would hold its end back.
+    pub warm_up: bool,
 }
 
 /// A voice as the batcher knows it: its files and the sha256 of its model (what groups items).
@@ -138,7 +142,23 @@ struct Group {
     voice: [u8; 32],
     scales: [u32; 3],
     speaker: u32,
+    /// The length bucket, or [`FIRST`] for items of [`Priority::First`].
     bucket: usize,
+}
+
+/// The group of [`Priority::First`] items: any length, ahead of every bucket.
+const FIRST: usize = usize::MAX;
+
+/// When an item is needed, which decides how it is batched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// Batched by length bucket with items of the same bucket: the least padding per call.
+    Normal,
+    /// Needed before anything else (a render's chunk workers wait for it): batched in arrival
+    /// order whatever the length, padded to the longest, and called before any bucket. A video's
+    /// first chunks then come back from one or two calls instead of waiting for a call of every
+    /// bucket their sentences fall in, each also filled from the rest of the video.
+    First,
 }
 
 struct Item {
@@ -187,6 +207,8 @@ impl Shared {
         let limits = self.policy.limits;
         match self.policy.edges.get(bucket) {
             Some(&edge) => (limits.token_budget / edge.max(1)).clamp(1, limits.max_items.max(1)),
+            // The token budget bounds it as the batch is taken.
+            None if bucket == FIRST => limits.max_items.max(1),
             None => 1,
         }
     }
@@ -244,11 +266,13 @@ impl Batcher {
 
 impl Drop for Batcher {
     fn drop(&mut self) {
+        let t = Instant::now();
         self.shared.lock().closed = true;
         self.shared.ready.notify_all();
         for lane in self.lanes.drain(..) {
             let _ = lane.join();
         }
+        tracing::debug!("speech lanes stopped in {:.3} s", t.elapsed().as_secs_f64());
     }
 }
 
@@ -268,6 +292,7 @@ impl Client {
         scales: Scales,
         speaker: u32,
         ids: Vec<i64>,
+        priority: Priority,
     ) -> Result<u64, SpeechError> {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
@@ -275,7 +300,10 @@ impl Client {
             voice: voice.hash,
             scales: scales.to_bits(),
             speaker,
-            bucket: self.shared.bucket(ids.len()),
+            bucket: match priority {
+                Priority::Normal => self.shared.bucket(ids.len()),
+                Priority::First => FIRST,
+            },
         };
         let mut state = self.shared.lock();
         if state.closed {
@@ -373,7 +401,7 @@ fn next_work(shared: &Shared, loaded: &Loaded) -> Option<Work> {
                     || *n >= shared.capacity(g.bucket)
                     || now.duration_since(*at) >= shared.policy.max_wait
             })
-            .min_by_key(|(_, (at, _))| *at)
+            .min_by_key(|(g, (at, _))| (g.bucket != FIRST, *at))
             .map(|(g, _)| *g);
         if let Some(group) = ready {
             let cap = shared.capacity(group.bucket);
@@ -411,7 +439,9 @@ fn next_work(shared: &Shared, loaded: &Loaded) -> Option<Work> {
                 }
             }
             let warming = loaded.iter().find(|(_, e)| e.warming).map(|(h, _)| *h);
-            if let (true, Some(hash)) = (state.queue.is_empty(), warming) {
+            if let (true, true, Some(hash)) =
+                (shared.policy.warm_up, state.queue.is_empty(), warming)
+            {
                 return Some(Work::Warm(hash));
             }
         }
@@ -449,7 +479,7 @@ fn lane(shared: &Shared) {
         match work {
             Work::Batch(batch) => run_batch(shared, &mut loaded, batch),
             Work::Load { client, voice } => {
-                let entry = load(shared, &voice.files, &[client]);
+                let entry = load(shared, &voice, &[client]);
                 loaded.insert(voice.hash, entry);
             }
             Work::Warm(hash) => {
@@ -459,10 +489,13 @@ fn lane(shared: &Shared) {
             }
         }
     }
+    let t = Instant::now();
+    drop(loaded);
+    tracing::debug!("voices unloaded in {:.3} s", t.elapsed().as_secs_f64());
 }
 
 /// Loads `voice`; its events (an engine build) go to `clients`. The load is counted in the stats.
-fn load(shared: &Shared, voice: &VoiceFiles, clients: &[u64]) -> Entry {
+fn load(shared: &Shared, voice: &VoiceRef, clients: &[u64]) -> Entry {
     let t = Instant::now();
     let events = |e: Event| {
         for &c in clients {
@@ -493,9 +526,11 @@ fn warm_one(shared: &Shared, entry: &mut Entry) {
     }
     match out {
         Ok(Some(())) => {
+            let seconds = t.elapsed().as_secs_f64();
+            tracing::debug!("warm-up call in {seconds:.3} s");
             let mut state = shared.lock();
             state.stats.warm_calls += 1;
-            state.stats.warm_seconds += t.elapsed().as_secs_f64();
+            state.stats.warm_seconds += seconds;
         }
         Ok(None) => entry.warming = false,
         Err(e) => {
@@ -517,7 +552,7 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
         let mut clients: Vec<u64> = batch.iter().map(|i| i.client).collect();
         clients.sort_unstable();
         clients.dedup();
-        load(shared, &first.voice.files, &clients)
+        load(shared, &first.voice, &clients)
     });
     let load_seconds = std::mem::take(&mut entry.unreported_load);
     let (scales, speaker) = (first.scales, first.speaker);
@@ -547,6 +582,7 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
         hook();
     }
     let seconds = t.elapsed().as_secs_f64();
+    tracing::debug!(items = batch.len(), "model call in {seconds:.3} s");
     match out {
         Ok(items) if items.len() == batch.len() => {
             let info = record(shared, &batch, seconds, load_seconds, (batch.len(), 0));
@@ -670,7 +706,7 @@ mod tests {
     struct EchoLoader(Arc<Mutex<Vec<usize>>>);
 
     impl Loader for EchoLoader {
-        fn load(&self, _: &VoiceFiles, _: &dyn Fn(Event)) -> Result<Box<dyn Backend>, SpeechError> {
+        fn load(&self, _: &VoiceRef, _: &dyn Fn(Event)) -> Result<Box<dyn Backend>, SpeechError> {
             Ok(Box::new(Echo(Arc::clone(&self.0))))
         }
     }
@@ -691,6 +727,7 @@ mod tests {
                 edges: vec![48, 96],
                 max_wait,
                 lanes: 1,
+                warm_up: true,
             },
         );
         (b, calls)
@@ -740,10 +777,32 @@ mod tests {
         let mut c = b.client();
         let v = voice();
         for _ in 0..4 {
-            c.submit(&v, Q, 0, vec![1; 40]).unwrap();
+            c.submit(&v, Q, 0, vec![1; 40], Priority::Normal).unwrap();
         }
         let got = replies(&c, 4);
         assert!(got.iter().all(|(_, r, call)| r.is_ok() && call.items == 4));
+        assert_eq!(*calls.lock().unwrap(), vec![4]);
+    }
+
+    #[test]
+    fn first_items_go_in_one_call_of_any_lengths_ahead_of_older_buckets() {
+        // The wait is an hour: only a full group can be sent.
+        let (b, calls) = batcher(4, 10_000, Duration::from_secs(3600));
+        let mut c = b.client();
+        let v = voice();
+        for _ in 0..2 {
+            c.submit(&v, Q, 0, vec![1; 40], Priority::Normal).unwrap();
+        }
+        let first: Vec<u64> = [10, 90, 40, 500]
+            .into_iter()
+            .map(|n| c.submit(&v, Q, 0, vec![1; n], Priority::First).unwrap())
+            .collect();
+        let got = replies(&c, 4);
+        for (t, r, call) in &got {
+            assert!(first.contains(t), "only the first items are answered");
+            assert!(r.is_ok());
+            assert_eq!((call.call, call.items), (1, 4));
+        }
         assert_eq!(*calls.lock().unwrap(), vec![4]);
     }
 
@@ -752,8 +811,8 @@ mod tests {
         let (b, calls) = batcher(8, 10_000, Duration::from_millis(30));
         let mut c = b.client();
         let v = voice();
-        let short = c.submit(&v, Q, 0, vec![1; 10]).unwrap();
-        let long = c.submit(&v, Q, 0, vec![1; 90]).unwrap();
+        let short = c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
+        let long = c.submit(&v, Q, 0, vec![1; 90], Priority::Normal).unwrap();
         let got = replies(&c, 2);
         for (t, r, call) in got {
             assert_eq!(call.items, 1);
@@ -771,10 +830,10 @@ mod tests {
         let mut c = b.client();
         let v = voice();
         for _ in 0..10 {
-            c.submit(&v, Q, 0, vec![1; 48]).unwrap();
+            c.submit(&v, Q, 0, vec![1; 48], Priority::Normal).unwrap();
         }
         for _ in 0..2 {
-            c.submit(&v, Q, 0, vec![1; 500]).unwrap();
+            c.submit(&v, Q, 0, vec![1; 500], Priority::Normal).unwrap();
         }
         replies(&c, 12);
         let calls = calls.lock().unwrap();
@@ -788,10 +847,13 @@ mod tests {
         let (b, _) = batcher(8, 10_000, Duration::from_millis(10));
         let mut c = b.client();
         let v = voice();
-        let bad = c.submit(&v, Q, 0, vec![1, -1, 2]).unwrap();
-        c.submit(&v, Q, 0, vec![1, 2, 3]).unwrap();
+        let bad = c
+            .submit(&v, Q, 0, vec![1, -1, 2], Priority::Normal)
+            .unwrap();
+        c.submit(&v, Q, 0, vec![1, 2, 3], Priority::Normal).unwrap();
         let other = Scales { length: 0.5, ..Q };
-        c.submit(&v, other, 0, vec![1, 2]).unwrap();
+        c.submit(&v, other, 0, vec![1, 2], Priority::Normal)
+            .unwrap();
         for (t, r, call) in replies(&c, 3) {
             assert_eq!(r.is_err(), t == bad);
             assert_eq!(call.items, 1);
@@ -810,7 +872,7 @@ mod tests {
         let mut c = b.client();
         let v = voice();
         for _ in 0..3 {
-            c.submit(&v, Q, 0, vec![1; 20]).unwrap();
+            c.submit(&v, Q, 0, vec![1; 20], Priority::Normal).unwrap();
         }
         replies(&c, 3);
         assert_eq!(calls.lock().unwrap().len(), 3);
@@ -824,7 +886,7 @@ mod tests {
         let mut c = b.client();
         let v = voice();
         for _ in 0..3 {
-            c.submit(&v, Q, 0, vec![1; 20]).unwrap();
+            c.submit(&v, Q, 0, vec![1; 20], Priority::Normal).unwrap();
         }
         drop(c);
         assert_eq!(b.stats().cancelled_items, 3);
@@ -883,8 +945,8 @@ mod tests {
     }
 
     impl Loader for Warming {
-        fn load(&self, v: &VoiceFiles, _: &dyn Fn(Event)) -> Result<Box<dyn Backend>, SpeechError> {
-            let tag = v.name.as_bytes()[0];
+        fn load(&self, v: &VoiceRef, _: &dyn Fn(Event)) -> Result<Box<dyn Backend>, SpeechError> {
+            let tag = v.files.name.as_bytes()[0];
             self.log.lock().unwrap().push(Seen::Load(tag));
             std::thread::sleep(self.load);
             Ok(Box::new(self.clone()))
@@ -892,12 +954,21 @@ mod tests {
     }
 
     fn warming(load_ms: u64, left: usize, pause_ms: u64, fail: bool) -> (Batcher, Log) {
-        warming_with(Duration::from_millis(1), load_ms, left, pause_ms, fail)
+        warming_with(
+            Duration::from_millis(1),
+            true,
+            load_ms,
+            left,
+            pause_ms,
+            fail,
+        )
     }
 
-    /// The warming double behind a batcher of two items a call that waits `max_wait` for them.
+    /// The warming double behind a batcher of two items a call that waits `max_wait` for them
+    /// and warms up while idle if `warm_up`.
     fn warming_with(
         max_wait: Duration,
+        warm_up: bool,
         load_ms: u64,
         left: usize,
         pause_ms: u64,
@@ -919,6 +990,7 @@ mod tests {
             edges: vec![48, 96],
             max_wait,
             lanes: 1,
+            warm_up,
         };
         (Batcher::start(Box::new(double), policy), log)
     }
@@ -958,7 +1030,7 @@ mod tests {
         let (b, log) = warming(0, 4, 30, false);
         let mut c = b.client();
         let v = voice_named(b'a');
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         assert!(replies(&c, 1)[0].1.is_ok());
         until(&log, |l| warms(l) == 4);
         let seen = log.lock().unwrap().clone();
@@ -983,15 +1055,27 @@ mod tests {
     }
 
     #[test]
+    fn without_warm_up_an_idle_lane_makes_no_call() {
+        let (b, log) = warming_with(Duration::from_millis(1), false, 0, 4, 0, false);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
+        assert!(replies(&c, 1)[0].1.is_ok());
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(*log.lock().unwrap(), [Seen::Load(b'a'), Seen::Call(1)]);
+        assert_eq!(b.stats().warm_calls, 0);
+    }
+
+    #[test]
     fn a_request_during_the_warm_up_waits_for_one_warm_up_call_at_most() {
         let (b, log) = warming(0, 6, 40, false);
         let mut c = b.client();
         let v = voice_named(b'a');
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         replies(&c, 1);
         until(&log, |l| warms(l) >= 1);
         let before = log.lock().unwrap().len();
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         assert!(replies(&c, 1)[0].1.is_ok());
         until(&log, |l| warms(l) == 6);
         let seen = log.lock().unwrap().clone();
@@ -1021,11 +1105,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
         }
         assert!(b.stats().load_seconds >= 0.3);
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         let (_, r, call) = replies(&c, 1).remove(0);
         assert!(r.is_ok());
         assert!(call.load_seconds >= 0.3, "{call:?}");
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         assert_eq!(replies(&c, 1)[0].2.load_seconds, 0.0);
         // Asked for twice, loaded once; nothing loaded on the request.
         assert_eq!(
@@ -1037,10 +1121,10 @@ mod tests {
     #[test]
     fn a_voice_is_preloaded_while_a_batch_fills_and_warmed_only_once_nothing_is_queued() {
         // A lone item never goes (the wait is an hour); two fill a call.
-        let (b, log) = warming_with(Duration::from_secs(3600), 0, 3, 0, false);
+        let (b, log) = warming_with(Duration::from_secs(3600), true, 0, 3, 0, false);
         let mut c = b.client();
         let v = voice_named(b'a');
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         c.preload(&v);
         until(&log, |l| !l.is_empty());
         std::thread::sleep(Duration::from_millis(100));
@@ -1049,7 +1133,7 @@ mod tests {
             [Seen::Load(b'a')],
             "no warm-up while one waits"
         );
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         replies(&c, 2);
         until(&log, |l| warms(l) == 3);
         assert_eq!(
@@ -1083,10 +1167,10 @@ mod tests {
         let (b, log) = warming(0, 5, 0, true);
         let mut c = b.client();
         let v = voice_named(b'a');
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         replies(&c, 1);
         until(&log, |l| warms(l) >= 1);
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         assert!(replies(&c, 1)[0].1.is_ok());
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
@@ -1101,7 +1185,7 @@ mod tests {
         let (b, log) = warming(0, 500, 20, false);
         let mut c = b.client();
         let v = voice_named(b'a');
-        c.submit(&v, Q, 0, vec![1; 10]).unwrap();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
         replies(&c, 1);
         until(&log, |l| warms(l) >= 1);
         drop(c);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::batch::BatchLimits;
-use super::voice::VoiceFiles;
+use super::batcher::VoiceRef;
 use super::{Backend, Precision, SpeechError};
 use crate::progress::Event;
 
@@ -83,6 +83,9 @@ pub struct SpeechSetup {
     pub gpu_limits: BatchLimits,
     /// Longest wait for a length bucket to fill (`--max-batch-wait-ms`).
     pub max_wait: Duration,
+    /// Warm-up calls while idle ([`crate::tts::batcher::Policy::warm_up`]): off for a process
+    /// that runs one render.
+    pub warm_up: bool,
 }
 
 impl SpeechSetup {
@@ -98,6 +101,7 @@ impl SpeechSetup {
             cpu_limits: BatchLimits::SINGLE,
             gpu_limits: GPU_LIMITS,
             max_wait: DEFAULT_MAX_WAIT,
+            warm_up: true,
         }
     }
 }
@@ -204,13 +208,16 @@ pub fn cpu_split(cores: usize, lanes: Option<usize>) -> (usize, usize) {
 
 /// Decides the backend; see the module header.
 pub fn resolve(setup: &SpeechSetup) -> Result<Resolved, SpeechError> {
+    // `--backend cpu` never asks the driver (starting it costs a fraction of a second).
+    if setup.backend == BackendChoice::Cpu {
+        return cpu(setup, None);
+    }
     match (setup.backend, gpu_probe()) {
-        (BackendChoice::Cpu, _) => cpu(setup, None),
         (BackendChoice::Cuda, Err(why)) => Err(SpeechError::Unavailable(format!(
             "--backend cuda: {why}; use --backend cpu (or auto) to speak on the CPU"
         ))),
-        (BackendChoice::Auto, Err(why)) => cpu(setup, Some(format!("speech on the CPU: {why}"))),
-        (BackendChoice::Cuda | BackendChoice::Auto, Ok(gpu)) => cuda(setup, gpu),
+        (_, Err(why)) => cpu(setup, Some(format!("speech on the CPU: {why}"))),
+        (_, Ok(gpu)) => cuda(setup, gpu),
     }
 }
 
@@ -289,17 +296,29 @@ impl Resolved {
         self.info.gpu.is_some()
     }
 
+    /// On the GPU, starts making the CUDA context now, in the background (see
+    /// [`super::cuda::device::make_context_early`]); join the handle before the process ends.
+    pub fn start_early(&self) -> Option<std::thread::JoinHandle<()>> {
+        match &self.kind {
+            #[cfg(feature = "cuda")]
+            Kind::Cuda { .. } => Some(super::cuda::device::make_context_early()),
+            _ => None,
+        }
+    }
+
     /// Loads `voice` on this backend (on the thread that will run it). A CUDA engine is built
     /// when missing or stale; `events` hears about it (a line and a progress bar).
     #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     pub fn load(
         &self,
-        voice: &VoiceFiles,
+        voice: &VoiceRef,
         events: &dyn Fn(Event),
     ) -> Result<Box<dyn Backend>, SpeechError> {
         match &self.kind {
             Kind::Cpu { runtime, threads } => Ok(Box::new(super::onnx::PiperModel::load(
-                voice, runtime, *threads,
+                &voice.files,
+                runtime,
+                *threads,
             )?)),
             #[cfg(feature = "cuda")]
             Kind::Cuda { precision, engines } => {
@@ -312,7 +331,8 @@ impl Resolved {
                     Vec::new()
                 };
                 let v = GpuVoice::open_or_build(
-                    voice,
+                    &voice.files,
+                    &voice.hash,
                     *precision,
                     engines,
                     &calibration,

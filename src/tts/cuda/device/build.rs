@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::exec::{DeviceExecutor, Hooks, padded_width};
 use super::kernels::module_source;
-use super::{Gpu, GpuError, nvrtc_version};
+use super::{Gpu, GpuError, Steps, nvrtc_version};
 use crate::tts::batch::DEFAULT_EDGES;
 use crate::tts::cuda::engine::{EngineError, EngineFile, Expect, FORMAT, Header, engine_path};
 use crate::tts::cuda::io::{Feed, split};
@@ -71,14 +71,6 @@ pub fn hex(bytes: &[u8]) -> String {
 fn source_sha256(src: &str) -> String {
     use sha2::Digest;
     hex(&sha2::Sha256::digest(src.as_bytes()))
-}
-
-/// sha256 of a file, hex.
-pub fn file_sha256(path: &Path) -> Result<String, GpuError> {
-    use sha2::Digest;
-    let bytes =
-        std::fs::read(path).map_err(|e| GpuError::Other(format!("{}: {e}", path.display())))?;
-    Ok(hex(&sha2::Sha256::digest(&bytes)))
 }
 
 pub struct BuildOptions<'a> {
@@ -282,9 +274,12 @@ impl GpuVoice {
         voice_sha256: &str,
         precision: Precision,
     ) -> Result<GpuVoice, GpuError> {
+        let mut steps = Steps::start();
         let file = EngineFile::read(path)?;
+        steps.done("file");
         let identity = gpu.identity.clone();
         let kernels = source_sha256(&module_source(&file.plan).0);
+        steps.done("kernel source");
         file.header.check(
             path,
             &Expect {
@@ -296,8 +291,11 @@ impl GpuVoice {
                 kernels_sha256: &kernels,
             },
         )?;
+        steps.done("checks");
         let mut exec = DeviceExecutor::new(gpu, file.plan, file.cubin)?;
         exec.set_graphs(super::exec::graphs_from_env().map_err(GpuError::BadInput)?);
+        steps.done("module and weights");
+        steps.log("engine loaded");
         Ok(GpuVoice {
             exec,
             header: file.header,
@@ -310,6 +308,7 @@ impl GpuVoice {
     /// people), and `on_step` each build step (see [`BUILD_STEPS`]).
     pub fn open_or_build(
         voice: &VoiceFiles,
+        voice_sha256: &[u8; 32],
         precision: Precision,
         dir: &Path,
         calibration: &[Vec<i64>],
@@ -317,7 +316,7 @@ impl GpuVoice {
         on_step: &dyn Fn(u64),
     ) -> Result<GpuVoice, GpuError> {
         let gpu = Gpu::open(0)?;
-        let sha = file_sha256(&voice.model)?;
+        let sha = hex(voice_sha256);
         let path = engine_path(dir, &voice.name, &sha, &gpu.identity, precision);
         match Self::load(gpu, &path, &sha, precision) {
             Ok(v) => Ok(v),

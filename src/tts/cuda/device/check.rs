@@ -97,6 +97,8 @@ fn open(check: &Check<'_>, p: Precision) -> Result<(GpuVoice, IdsFile, VoiceConf
         .collect();
     let voice = GpuVoice::open_or_build(
         check.voice,
+        &crate::cache::file_sha256(&check.voice.model)
+            .map_err(SpeechError::io(&check.voice.model))?,
         p,
         check.engines,
         &calibration,

@@ -12,7 +12,8 @@ pub mod exec;
 pub mod kernels;
 pub mod memory;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
@@ -52,14 +53,14 @@ pub enum GpuError {
 
 /// Which CUDA libraries this machine has, without loading any of them into use.
 pub fn libraries_present() -> Result<(), GpuError> {
-    // SAFETY: these only try to dlopen the libraries and report whether that worked.
-    let (driver, nvrtc, blas) = unsafe {
-        (
-            cudarc::driver::sys::is_culib_present(),
-            cudarc::nvrtc::sys::is_culib_present(),
-            cudarc::cublas::sys::is_culib_present(),
-        )
-    };
+    static DRIVER: OnceLock<bool> = OnceLock::new();
+    static NVRTC: OnceLock<bool> = OnceLock::new();
+    static BLAS: OnceLock<bool> = OnceLock::new();
+    let (driver, nvrtc, blas) = (
+        kept_loaded(&["cuda", "nvcuda"], &DRIVER),
+        kept_loaded(&["nvrtc"], &NVRTC),
+        kept_loaded(&["cublas"], &BLAS),
+    );
     let missing: Vec<&str> = [
         (driver, "the CUDA driver (libcuda)"),
         (nvrtc, "NVRTC (libnvrtc)"),
@@ -77,6 +78,24 @@ pub fn libraries_present() -> Result<(), GpuError> {
             missing.join(", ")
         )))
     }
+}
+
+/// Whether one of `names` loads, by cudarc's candidate file names; one that does stays loaded
+/// for the process. cudarc's own check unloads it again, so every later check, and cudarc's
+/// first real use, mapped and relocated the library once more (cuBLAS brings cuBLASLt, hundreds
+/// of MB).
+fn kept_loaded(names: &[&str], found: &OnceLock<bool>) -> bool {
+    *found.get_or_init(|| {
+        names
+            .iter()
+            .flat_map(|n| cudarc::get_lib_name_candidates(n))
+            // SAFETY: loading runs the library's initialisers, as cudarc's own load does; these
+            // are the CUDA libraries cudarc will call into.
+            .find_map(|file| unsafe { libloading::Library::new(file) }.ok())
+            // Never unloaded: the process keeps using it through cudarc, which opens it again.
+            .map(std::mem::forget)
+            .is_some()
+    })
 }
 
 /// The first GPU's identity, read through the driver without creating a context: what
@@ -180,6 +199,53 @@ fn keep_freed_memory(ctx: &CudaContext) -> Result<(), GpuError> {
     Ok(())
 }
 
+/// Makes the first GPU's primary context on a thread of its own and keeps it for the process:
+/// the engine's load, which comes after the render has read its script and hashed its voice,
+/// then finds it made (about 0.12 s on the H200 that the first sentence waited for).
+pub fn make_context_early() -> std::thread::JoinHandle<()> {
+    static EARLY: OnceLock<Option<Arc<CudaContext>>> = OnceLock::new();
+    std::thread::spawn(|| {
+        EARLY.get_or_init(|| CudaContext::new(0).ok());
+    })
+}
+
+/// The seconds each step of a load took, logged as one debug line (`-vv`): where the first
+/// sentence's wait goes.
+pub(crate) struct Steps {
+    at: Instant,
+    taken: Vec<(&'static str, Duration)>,
+}
+
+impl Steps {
+    pub(crate) fn start() -> Steps {
+        Steps {
+            at: Instant::now(),
+            taken: Vec::new(),
+        }
+    }
+
+    /// Ends `step` now.
+    pub(crate) fn done(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.taken.push((step, now - self.at));
+        self.at = now;
+    }
+
+    pub(crate) fn log(&self, what: &str) {
+        let total: Duration = self.taken.iter().map(|(_, d)| *d).sum();
+        let parts: Vec<String> = self
+            .taken
+            .iter()
+            .map(|(s, d)| format!("{s} {:.3}", d.as_secs_f64()))
+            .collect();
+        tracing::debug!(
+            "{what} in {:.3} s ({})",
+            total.as_secs_f64(),
+            parts.join(", ")
+        );
+    }
+}
+
 /// An open GPU: context, the one stream everything runs on, and cuBLAS (and, where present,
 /// cuDNN) handles bound to it.
 pub struct Gpu {
@@ -196,7 +262,9 @@ pub struct Gpu {
 
 impl Gpu {
     pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
+        let mut steps = Steps::start();
         libraries_present()?;
+        steps.done("libraries");
         cudarc::driver::result::init()
             .map_err(|e| GpuError::Unavailable(format!("the CUDA driver does not start: {e}")))?;
         let count = cudarc::driver::result::device::get_count()?;
@@ -205,13 +273,16 @@ impl Gpu {
                 "{count} CUDA device(s), none with ordinal {ordinal}"
             )));
         }
+        steps.done("driver");
         let ctx = CudaContext::new(ordinal)?;
         keep_freed_memory(&ctx)?;
         // A stream of our own: the legacy default stream cannot be captured into a CUDA graph.
         let stream = ctx.new_stream()?;
+        steps.done("context");
         let blas = cudarc::cublas::result::create_handle()?;
         // SAFETY: the handle was just created; the stream outlives it (both live in `Gpu`).
         unsafe { cudarc::cublas::result::set_stream(blas, stream.cu_stream() as _)? };
+        steps.done("cublas");
         let dnn = match conv_from_env().map_err(GpuError::BadInput)? {
             ConvPath::Gemm => None,
             ConvPath::Cudnn => match open_dnn(&stream)? {
@@ -240,6 +311,8 @@ impl Gpu {
             capability: ctx.compute_capability()?,
             driver,
         };
+        steps.done("cudnn and identity");
+        steps.log("GPU opened");
         Ok(Gpu {
             ctx,
             stream,
