@@ -570,34 +570,43 @@ fn speech_loop(
             ahead.release(plan, c);
         }
     };
-    for (n, &c) in todo.iter().enumerate() {
-        if shared.stopped() {
-            return Err(Error::Cancelled);
-        }
-        ahead.keep_ahead(plan, todo, n, &mut held, engine, &waiter)?;
-        unstored.extend(ahead.receive(plan, c, engine, &waiter)?);
-        let audio = chunk_audio(plan, c, ahead.ready(), quantum);
-        unreleased.push(c);
-        held.held -= held.of(c);
-        done_utterances += held.of(c) as u64;
-        shared.progress.event(Event::Advance {
-            stage: Stage::Speech,
-            done: done_utterances,
-        });
-        tracing::debug!(chunk = c, "speech ready");
-        match tx.try_send((c, audio)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(job)) => {
-                settle(&mut ahead, &mut unstored, &mut unreleased);
-                if tx.send(job).is_err() {
-                    return Err(Error::Cancelled);
-                }
+    let result = 'hand_on: {
+        for (n, &c) in todo.iter().enumerate() {
+            if shared.stopped() {
+                break 'hand_on Err(Error::Cancelled);
             }
-            Err(TrySendError::Disconnected(_)) => return Err(Error::Cancelled),
+            if let Err(e) = ahead.keep_ahead(plan, todo, n, &mut held, engine, &waiter) {
+                break 'hand_on Err(e);
+            }
+            match ahead.receive(plan, c, engine, &waiter) {
+                Ok(keys) => unstored.extend(keys),
+                Err(e) => break 'hand_on Err(e),
+            }
+            let audio = chunk_audio(plan, c, ahead.ready(), quantum);
+            unreleased.push(c);
+            held.held -= held.of(c);
+            done_utterances += held.of(c) as u64;
+            shared.progress.event(Event::Advance {
+                stage: Stage::Speech,
+                done: done_utterances,
+            });
+            tracing::debug!(chunk = c, "speech ready");
+            match tx.try_send((c, audio)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(job)) => {
+                    settle(&mut ahead, &mut unstored, &mut unreleased);
+                    if tx.send(job).is_err() {
+                        break 'hand_on Err(Error::Cancelled);
+                    }
+                }
+                Err(TrySendError::Disconnected(_)) => break 'hand_on Err(Error::Cancelled),
+            }
         }
-    }
+        Ok(())
+    };
+    // However the loop ended, the speech that came back is cached.
     settle(&mut ahead, &mut unstored, &mut unreleased);
-    Ok(())
+    result
 }
 
 /// The video render's bound on speech asked for ahead: utterances of the chunks asked for and
