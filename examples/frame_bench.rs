@@ -4,14 +4,19 @@
 //! A close-up is a square crop of 1.5 face-box widths about the detected face, scaled with
 //! Lanczos to 600 and 1080 px: the face fills the frame, as in a head-and-shoulders shot.
 //!
-//! `cargo run --release --example frame_bench -- [--frames N] [--only CASE]`
+//! `cargo run --release --example frame_bench -- [--frames N] [--only CASE] [--render-only]
+//! [--dump DIR | --compare DIR]`
 //!
 //! Each case also times [`FaceRig::render_exact`] (every pixel shaded, as the renderer did before
 //! the cells) on the same poses and reports the lowest per-frame PSNR of `render` against it
-//! over every 20th frame (99 dB: identical). Figures are this thread's CPU time, one core.
+//! over every 20th frame (99 dB: identical); `--render-only` skips that (for profiles and quick
+//! A/Bs). `--dump DIR` writes those sampled frames of `render` (raw RGB24, `CASE-FRAME.rgb`);
+//! `--compare DIR` reports the lowest PSNR of this build's frames against a dump from another
+//! build and the largest byte difference: how a change to the renderer is checked against
+//! today's. Figures are this thread's CPU time, one core.
 
 use std::error::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use image::RgbImage;
 use image::imageops::FilterType;
@@ -96,10 +101,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
     let mut frames = 1000usize;
     let mut only = None::<String>;
+    let mut render_only = false;
+    let (mut dump, mut compare) = (None::<PathBuf>, None::<PathBuf>);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--frames" => frames = args.next().ok_or("--frames N")?.parse()?,
             "--only" => only = Some(args.next().ok_or("--only CASE")?),
+            "--render-only" => render_only = true,
+            "--dump" => dump = Some(args.next().ok_or("--dump DIR")?.into()),
+            "--compare" => compare = Some(args.next().ok_or("--compare DIR")?.into()),
             _ => return Err(format!("unknown argument {a}").into()),
         }
     }
@@ -134,25 +144,52 @@ fn main() -> Result<(), Box<dyn Error>> {
             rig.render(&pose(i), &mut buf);
         }
         let fps = frames as f64 / (cpu_seconds() - t);
-        let t = cpu_seconds();
-        for i in 0..frames {
-            rig.render_exact(&pose(i), &mut buf);
-        }
-        let exact_fps = frames as f64 / (cpu_seconds() - t);
         let base = *base_fps.get_or_insert(fps);
-        let mut vs_exact = f64::INFINITY;
-        let mut exact = buf.clone();
-        for i in (0..frames).step_by(SAMPLE_EVERY) {
-            rig.render(&pose(i), &mut buf);
-            rig.render_exact(&pose(i), &mut exact);
-            vs_exact = vs_exact.min(psnr(&buf, &exact));
-        }
-        println!(
-            "{{\"case\":\"{name}\",\"size\":{},\"face_width_share\":{face_share:.2},\"frames\":{frames},\"fps_one_core\":{fps:.1},\"ratio_to_example\":{:.3},\"exact_fps_one_core\":{exact_fps:.1},\"min_psnr_vs_exact_db\":{vs_exact:.2},\"speedup_over_exact\":{:.2}}}",
+        let mut line = format!(
+            "{{\"case\":\"{name}\",\"size\":{},\"face_width_share\":{face_share:.2},\"frames\":{frames},\"fps_one_core\":{fps:.1},\"ratio_to_example\":{:.3}",
             img.width(),
             fps / base,
-            fps / exact_fps
         );
+        if !render_only {
+            let t = cpu_seconds();
+            for i in 0..frames {
+                rig.render_exact(&pose(i), &mut buf);
+            }
+            let exact_fps = frames as f64 / (cpu_seconds() - t);
+            let mut vs_exact = f64::INFINITY;
+            let mut exact = buf.clone();
+            for i in (0..frames).step_by(SAMPLE_EVERY) {
+                rig.render(&pose(i), &mut buf);
+                rig.render_exact(&pose(i), &mut exact);
+                vs_exact = vs_exact.min(psnr(&buf, &exact));
+            }
+            line += &format!(
+                ",\"exact_fps_one_core\":{exact_fps:.1},\"min_psnr_vs_exact_db\":{vs_exact:.2},\"speedup_over_exact\":{:.2}",
+                fps / exact_fps
+            );
+        }
+        if let Some(dir) = &dump {
+            std::fs::create_dir_all(dir)?;
+            for i in (0..frames).step_by(SAMPLE_EVERY) {
+                rig.render(&pose(i), &mut buf);
+                std::fs::write(dir.join(format!("{name}-{i}.rgb")), &buf)?;
+            }
+        }
+        if let Some(dir) = &compare {
+            let (mut low, mut step) = (f64::INFINITY, 0u8);
+            for i in (0..frames).step_by(SAMPLE_EVERY) {
+                rig.render(&pose(i), &mut buf);
+                let theirs = std::fs::read(dir.join(format!("{name}-{i}.rgb")))?;
+                low = low.min(psnr(&buf, &theirs));
+                step = buf
+                    .iter()
+                    .zip(&theirs)
+                    .map(|(a, b)| a.abs_diff(*b))
+                    .fold(step, u8::max);
+            }
+            line += &format!(",\"min_psnr_vs_dump_db\":{low:.2},\"max_byte_diff_vs_dump\":{step}");
+        }
+        println!("{line}}}");
     }
     Ok(())
 }

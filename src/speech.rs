@@ -50,7 +50,14 @@ impl SpeechService {
     /// Decides the backend (failing before any work when `--backend cuda` has no GPU) and starts
     /// the batcher's lanes; no voice is loaded yet.
     pub fn start(setup: &SpeechSetup) -> Result<SpeechService, SpeechError> {
+        let t = Instant::now();
         let resolved = select::resolve(setup)?;
+        // The probe (the CUDA libraries, the driver) runs before any render starts.
+        tracing::debug!(
+            "speech on {} chosen in {:.3} s",
+            resolved.info.describe(),
+            t.elapsed().as_secs_f64()
+        );
         let policy = Policy {
             limits: resolved.limits,
             edges: DEFAULT_EDGES.to_vec(),
