@@ -13,7 +13,8 @@
 //! A/Bs). `--dump DIR` writes those sampled frames of `render` (raw RGB24, `CASE-FRAME.rgb`);
 //! `--compare DIR` reports the lowest PSNR of this build's frames against a dump from another
 //! build and the largest byte difference: how a change to the renderer is checked against
-//! today's. Figures are this thread's CPU time, one core.
+//! today's. Each case also reports the pixels a frame changes and so the changed pixels drawn per
+//! second. Figures are this thread's CPU time, one core.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -145,10 +146,24 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         let fps = frames as f64 / (cpu_seconds() - t);
         let base = *base_fps.get_or_insert(fps);
+        // The pixels a frame changes (mean over the sampled frames): what a frame's cost should
+        // be in proportion to, so the figure that compares portraits is pixels per second.
+        let sampled = (0..frames).step_by(SAMPLE_EVERY);
+        let mut changed = 0usize;
+        for i in sampled.clone() {
+            rig.render(&pose(i), &mut buf);
+            changed += buf
+                .chunks_exact(3)
+                .zip(rig.base_frame().chunks_exact(3))
+                .filter(|(a, b)| a != b)
+                .count();
+        }
+        let changed = changed as f64 / sampled.len().max(1) as f64;
         let mut line = format!(
-            "{{\"case\":\"{name}\",\"size\":{},\"face_width_share\":{face_share:.2},\"frames\":{frames},\"fps_one_core\":{fps:.1},\"ratio_to_example\":{:.3}",
+            "{{\"case\":\"{name}\",\"size\":{},\"face_width_share\":{face_share:.2},\"frames\":{frames},\"fps_one_core\":{fps:.1},\"ratio_to_example\":{:.3},\"changed_pixels_per_frame\":{changed:.0},\"changed_megapixels_per_s\":{:.1}",
             img.width(),
             fps / base,
+            changed * fps / 1e6,
         );
         if !render_only {
             let t = cpu_seconds();

@@ -37,15 +37,6 @@ const CHUNK_ID_BUDGET: usize = 700;
 /// The video's first chunk is cut after about one sentence, so frames start while the rest of
 /// the speech is still being synthesised.
 const FIRST_CHUNK_ID_BUDGET: usize = 160;
-/// Near the end, a chunk holds at most `1/TAPER` of the ids still to come, and at least
-/// [`TAPER_FLOOR`]: chunk workers finish together instead of the last round of full chunks
-/// leaving most cores idle while a few finish (on 16 cores the last second of a 10-minute render
-/// fell from 16 busy workers to none). A fixed fraction, not one of the worker count: the chunks,
-/// and so the output's bytes and its cache keys, are the same on every machine.
-const TAPER: usize = 8;
-/// The smallest tapered chunk (about 6 s of speech). Each chunk starts with a key frame and a
-/// fresh encoder, so much smaller chunks would cost file size and start-up for little balance.
-const TAPER_FLOOR: usize = 320;
 /// Silence before the first word of the video.
 const LEAD_IN_MS: u64 = 200;
 
@@ -110,14 +101,6 @@ pub struct Plan {
     pub sample_rate: u32,
 }
 
-/// A run of one segment's sentences, ended by the segment's end or a `<break>`, and the pause
-/// after it: what [`Plan::cut_chunks`] groups into chunks.
-struct Run {
-    segment: usize,
-    sentences: Range<usize>,
-    pause: u64,
-}
-
 /// What turns a sentence into phoneme ids and keys, for the whole plan.
 #[derive(Clone, Copy)]
 struct Voicing<'a> {
@@ -174,7 +157,6 @@ impl Plan {
             chapters: script.segments.iter().map(|s| s.chapter.clone()).collect(),
             sample_rate,
         };
-        let mut runs_cut = Vec::new();
         for (si, segment) in script.segments.iter().enumerate() {
             let index = by_segment.get(si).copied().unwrap_or(0);
             let Some(voice) = voices.get(index) else {
@@ -227,17 +209,12 @@ impl Plan {
                     Some(ms) => ms.saturating_add(segment.pause_ms),
                     None => segment.pause_ms,
                 };
-                runs_cut.push(Run {
-                    segment: si,
-                    sentences: first_sentence..plan.sentences.len(),
-                    pause: ms_to_samples(u64::from(pause_ms), sample_rate),
-                });
+                plan.cut_chunks(
+                    si,
+                    first_sentence,
+                    ms_to_samples(u64::from(pause_ms), sample_rate),
+                );
             }
-        }
-        // Chunks are cut once every sentence is known, so each knows how much speech follows it.
-        let after = plan.ids_after();
-        for run in runs_cut {
-            plan.cut_chunks(run, &after);
         }
         if let Some(first) = plan.chunks.first_mut() {
             first.lead_in_samples = ms_to_samples(LEAD_IN_MS, sample_rate);
@@ -298,37 +275,23 @@ impl Plan {
         Ok(())
     }
 
-    /// Phoneme ids of each sentence and of all the sentences after it: `[i]` is what is left to
-    /// speak from sentence `i` on (one more entry, 0, past the last).
-    fn ids_after(&self) -> Vec<usize> {
-        let mut after = vec![0; self.sentences.len() + 1];
-        for (i, s) in self.sentences.iter().enumerate().rev() {
-            let n: usize = s
+    /// Groups the segment's sentences `[first, end)` into chunks by the id budget.
+    fn cut_chunks(&mut self, segment: usize, first: usize, pause: u64) {
+        let end = self.sentences.len();
+        let mut start = first;
+        let mut ids = 0;
+        for s in first..end {
+            let n: usize = self.sentences[s]
                 .utterances
                 .clone()
                 .map(|u| self.utterances[u].ids.len())
                 .sum();
-            after[i] = after[i + 1] + n;
-        }
-        after
-    }
-
-    /// Groups one run's sentences into chunks by the id budget: the first chunk of the plan
-    /// small, the last ones tapering (see [`TAPER`]). `after` is [`ids_after`](Self::ids_after).
-    fn cut_chunks(&mut self, run: Run, after: &[usize]) {
-        let Run {
-            segment,
-            sentences,
-            pause,
-        } = run;
-        let mut start = sentences.start;
-        for s in sentences.clone() {
             let budget = if self.chunks.is_empty() {
                 FIRST_CHUNK_ID_BUDGET
             } else {
-                (after[start] / TAPER).clamp(TAPER_FLOOR, CHUNK_ID_BUDGET)
+                CHUNK_ID_BUDGET
             };
-            if s > start && after[start] - after[s + 1] > budget {
+            if s > start && ids + n > budget {
                 self.chunks.push(ChunkPlan {
                     segment,
                     sentences: start..s,
@@ -337,12 +300,14 @@ impl Plan {
                     key: None,
                 });
                 start = s;
+                ids = 0;
             }
+            ids += n;
         }
-        // A run that had nothing speakable after normalisation still keeps its pause.
+        // A segment that had nothing speakable after normalisation still keeps its pause.
         self.chunks.push(ChunkPlan {
             segment,
-            sentences: start..sentences.end,
+            sentences: start..end,
             lead_in_samples: 0,
             tail_samples: pause,
             key: None,
@@ -548,98 +513,6 @@ mod tests {
         let pieces = bounded(&long, 120);
         assert!(pieces.iter().all(|x| x.len() <= 120));
         assert_eq!(pieces.iter().map(|x| x.len()).sum::<usize>(), 10_000);
-    }
-
-    /// A plan of `runs` runs (one segment each) of sentences with the given phoneme-id counts,
-    /// cut into chunks.
-    fn cut(runs: &[&[usize]]) -> Plan {
-        let mut plan = Plan {
-            utterances: Vec::new(),
-            sentences: Vec::new(),
-            chunks: Vec::new(),
-            chapters: vec![None; runs.len()],
-            sample_rate: 22050,
-        };
-        let mut cuts = Vec::new();
-        for (segment, ids) in runs.iter().enumerate() {
-            let first = plan.sentences.len();
-            for &n in *ids {
-                let u = plan.utterances.len();
-                let ids = vec![5; n];
-                plan.utterances.push(Utterance {
-                    key: phrase_key("s", u, &ids, &identity()),
-                    ids,
-                    kept: Vec::new(),
-                    voice: 0,
-                });
-                plan.sentences.push(Sentence {
-                    display: String::new(),
-                    utterances: u..u + 1,
-                });
-            }
-            cuts.push(Run {
-                segment,
-                sentences: first..plan.sentences.len(),
-                pause: 7,
-            });
-        }
-        let after = plan.ids_after();
-        for run in cuts {
-            plan.cut_chunks(run, &after);
-        }
-        plan
-    }
-
-    fn chunk_ids(plan: &Plan) -> Vec<usize> {
-        plan.chunks
-            .iter()
-            .map(|c| {
-                plan.chunk_utterances(c)
-                    .map(|u| plan.utterances[u].ids.len())
-                    .sum()
-            })
-            .collect()
-    }
-
-    /// The first chunk is one short sentence's worth, the middle ones full, and from about
-    /// `TAPER` full chunks before the end each holds at most an eighth of what is left (down to
-    /// the floor), so the last ones shrink; the chunks cover every sentence once, in order,
-    /// within their segment, and a run's pause ends its last chunk.
-    #[test]
-    fn chunks_start_small_run_full_and_taper_towards_the_end() {
-        let plan = cut(&[&[60; 300]]);
-        let sizes = chunk_ids(&plan);
-        assert_eq!(sizes[0], 120, "{sizes:?}");
-        assert!(sizes[1..10].iter().all(|&n| n == 660), "{sizes:?}");
-        let total: usize = sizes.iter().sum();
-        assert_eq!(total, 300 * 60);
-        let mut left = total - sizes[0];
-        for (i, &n) in sizes.iter().enumerate().skip(1) {
-            left -= n;
-            let budget = ((left + n) / TAPER).clamp(TAPER_FLOOR, CHUNK_ID_BUDGET);
-            assert!(n <= budget, "chunk {i} holds {n}, over {budget}: {sizes:?}");
-            // No room for one more sentence: the chunk was full.
-            assert!(left == 0 || n + 60 > budget, "chunk {i}: {sizes:?}");
-        }
-        let tail = &sizes[sizes.len() - 8..];
-        assert!(tail.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
-        assert!(*tail.last().unwrap() <= TAPER_FLOOR, "{sizes:?}");
-        assert!(sizes.len() > total / 660 + 3, "no taper: {sizes:?}");
-
-        // Two runs: no chunk spans them, each run's last chunk carries its pause.
-        let plan = cut(&[&[100; 20], &[100; 3]]);
-        let mut next = 0;
-        for c in &plan.chunks {
-            assert_eq!(c.sentences.start, next);
-            next = c.sentences.end;
-            let segment = usize::from(c.sentences.start >= 20);
-            assert_eq!(c.segment, segment);
-            let ends_run = c.sentences.end == 20 || c.sentences.end == 23;
-            assert_eq!(c.tail_samples, if ends_run { 7 } else { 0 });
-        }
-        assert_eq!(next, 23);
-        // A sentence longer than any budget is a chunk of its own.
-        assert_eq!(chunk_ids(&cut(&[&[900, 900, 10]])), [900, 900, 10]);
     }
 
     #[test]
