@@ -146,10 +146,23 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         let fps = frames as f64 / (cpu_seconds() - t);
         let base = *base_fps.get_or_insert(fps);
-        // The pixels a frame changes (mean over the sampled frames): what a frame's cost should
-        // be in proportion to, so the figure that compares portraits is pixels per second.
+        let exact_fps = (!render_only).then(|| {
+            let t = cpu_seconds();
+            for i in 0..frames {
+                rig.render_exact(&pose(i), &mut buf);
+            }
+            frames as f64 / (cpu_seconds() - t)
+        });
+        if let Some(dir) = &dump {
+            std::fs::create_dir_all(dir)?;
+        }
+        // Every sampled frame rendered once, for all that is asked of it: the pixels it changes
+        // (what a frame's cost should be in proportion to, so portraits compare in pixels per
+        // second), and its PSNR against the exact renderer and against another build's dump.
         let sampled = (0..frames).step_by(SAMPLE_EVERY);
-        let mut changed = 0usize;
+        let (mut changed, mut vs_exact, mut vs_dump, mut step) =
+            (0usize, f64::INFINITY, f64::INFINITY, 0u8);
+        let mut exact = buf.clone();
         for i in sampled.clone() {
             rig.render(&pose(i), &mut buf);
             changed += buf
@@ -157,6 +170,23 @@ fn main() -> Result<(), Box<dyn Error>> {
                 .zip(rig.base_frame().chunks_exact(3))
                 .filter(|(a, b)| a != b)
                 .count();
+            if !render_only {
+                rig.render_exact(&pose(i), &mut exact);
+                vs_exact = vs_exact.min(psnr(&buf, &exact));
+            }
+            let file = format!("{name}-{i}.rgb");
+            if let Some(dir) = &dump {
+                std::fs::write(dir.join(&file), &buf)?;
+            }
+            if let Some(dir) = &compare {
+                let theirs = std::fs::read(dir.join(&file))?;
+                vs_dump = vs_dump.min(psnr(&buf, &theirs));
+                step = buf
+                    .iter()
+                    .zip(&theirs)
+                    .map(|(a, b)| a.abs_diff(*b))
+                    .fold(step, u8::max);
+            }
         }
         let changed = changed as f64 / sampled.len().max(1) as f64;
         let mut line = format!(
@@ -165,44 +195,15 @@ fn main() -> Result<(), Box<dyn Error>> {
             fps / base,
             changed * fps / 1e6,
         );
-        if !render_only {
-            let t = cpu_seconds();
-            for i in 0..frames {
-                rig.render_exact(&pose(i), &mut buf);
-            }
-            let exact_fps = frames as f64 / (cpu_seconds() - t);
-            let mut vs_exact = f64::INFINITY;
-            let mut exact = buf.clone();
-            for i in (0..frames).step_by(SAMPLE_EVERY) {
-                rig.render(&pose(i), &mut buf);
-                rig.render_exact(&pose(i), &mut exact);
-                vs_exact = vs_exact.min(psnr(&buf, &exact));
-            }
+        if let Some(exact_fps) = exact_fps {
             line += &format!(
                 ",\"exact_fps_one_core\":{exact_fps:.1},\"min_psnr_vs_exact_db\":{vs_exact:.2},\"speedup_over_exact\":{:.2}",
                 fps / exact_fps
             );
         }
-        if let Some(dir) = &dump {
-            std::fs::create_dir_all(dir)?;
-            for i in (0..frames).step_by(SAMPLE_EVERY) {
-                rig.render(&pose(i), &mut buf);
-                std::fs::write(dir.join(format!("{name}-{i}.rgb")), &buf)?;
-            }
-        }
-        if let Some(dir) = &compare {
-            let (mut low, mut step) = (f64::INFINITY, 0u8);
-            for i in (0..frames).step_by(SAMPLE_EVERY) {
-                rig.render(&pose(i), &mut buf);
-                let theirs = std::fs::read(dir.join(format!("{name}-{i}.rgb")))?;
-                low = low.min(psnr(&buf, &theirs));
-                step = buf
-                    .iter()
-                    .zip(&theirs)
-                    .map(|(a, b)| a.abs_diff(*b))
-                    .fold(step, u8::max);
-            }
-            line += &format!(",\"min_psnr_vs_dump_db\":{low:.2},\"max_byte_diff_vs_dump\":{step}");
+        if compare.is_some() {
+            line +=
+                &format!(",\"min_psnr_vs_dump_db\":{vs_dump:.2},\"max_byte_diff_vs_dump\":{step}");
         }
         println!("{line}}}");
     }

@@ -570,18 +570,13 @@ fn speech_loop(
             ahead.release(plan, c);
         }
     };
-    let result = 'hand_on: {
+    let mut hand_on = || -> Result<()> {
         for (n, &c) in todo.iter().enumerate() {
             if shared.stopped() {
-                break 'hand_on Err(Error::Cancelled);
+                return Err(Error::Cancelled);
             }
-            if let Err(e) = ahead.keep_ahead(plan, todo, n, &mut held, engine, &waiter) {
-                break 'hand_on Err(e);
-            }
-            match ahead.receive(plan, c, engine, &waiter) {
-                Ok(keys) => unstored.extend(keys),
-                Err(e) => break 'hand_on Err(e),
-            }
+            ahead.keep_ahead(plan, todo, n, &mut held, engine, &waiter)?;
+            unstored.extend(ahead.receive(plan, c, engine, &waiter)?);
             let audio = chunk_audio(plan, c, ahead.ready(), quantum);
             unreleased.push(c);
             held.held -= held.of(c);
@@ -596,14 +591,15 @@ fn speech_loop(
                 Err(TrySendError::Full(job)) => {
                     settle(&mut ahead, &mut unstored, &mut unreleased);
                     if tx.send(job).is_err() {
-                        break 'hand_on Err(Error::Cancelled);
+                        return Err(Error::Cancelled);
                     }
                 }
-                Err(TrySendError::Disconnected(_)) => break 'hand_on Err(Error::Cancelled),
+                Err(TrySendError::Disconnected(_)) => return Err(Error::Cancelled),
             }
         }
         Ok(())
     };
+    let result = hand_on();
     // However the loop ended, the speech that came back is cached.
     settle(&mut ahead, &mut unstored, &mut unreleased);
     result
