@@ -19,6 +19,7 @@ pub mod lipsync;
 pub mod look;
 #[cfg(feature = "render")]
 pub mod media;
+mod migrations;
 #[cfg(feature = "render")]
 pub mod phonemize;
 #[cfg(feature = "render")]

@@ -34,7 +34,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use sqlx::Row;
-use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -49,8 +49,6 @@ pub use location::{CacheLocation, TempDir, open_cache, report_warnings};
 use crate::sqlite_file::{self, FirstUseError, Owner};
 use crate::tts::{Phone, Speech};
 use pcm_codec::CodecError;
-
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations/cache");
 
 /// `PRAGMA application_id` of our database files ("TLKC"), to tell them from foreign SQLite files.
 const APPLICATION_ID: i64 = 0x544C_4B43;
@@ -1079,7 +1077,7 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
         // As a per-connection pragma `auto_vacuum` needs the write lock, so every open would wait
         // for (and time out behind) another process's write: set once, on the new file.
         when_new: &["PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"],
-        migrator: &MIGRATOR,
+        migrator: &crate::migrations::CACHE,
     };
     match sqlite_file::claim(&pool, &owner, held).await {
         Ok(()) => Ok(pool),
@@ -1101,7 +1099,11 @@ async fn connect(path: &Path) -> Result<SqlitePool, CacheError> {
                 (_, Some(found)) => CacheError::Newer {
                     path: path.to_path_buf(),
                     found,
-                    known: MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default(),
+                    known: crate::migrations::CACHE
+                        .iter()
+                        .map(|m| m.version)
+                        .max()
+                        .unwrap_or_default(),
                 },
                 (FirstUseError::Migrate(source), None) => CacheError::Migrate {
                     path: path.to_path_buf(),

@@ -24,6 +24,7 @@ mod store;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use sqlx::AnyPool;
 use sqlx::migrate::Migrator;
@@ -181,7 +182,7 @@ struct Dialect {
     /// `migrations/queue-postgres/`): the same versions, tables and meaning, each in its
     /// database's types. Two files, not one template, because sqlx keeps a checksum of every
     /// applied migration's text and refuses a queue whose applied text changed.
-    migrator: &'static Migrator,
+    migrator: &'static LazyLock<Migrator>,
     /// Unix milliseconds from the database's clock.
     now: &'static str,
     /// Starts a transaction that takes the write lock at once (SQLite would otherwise fail an

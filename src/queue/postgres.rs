@@ -13,7 +13,7 @@ use sqlx::{AnyPool, ConnectOptions, Connection};
 use super::{Dialect, QueueError};
 
 pub(super) const DIALECT: Dialect = Dialect {
-    migrator: &sqlx::migrate!("./migrations/queue-postgres"),
+    migrator: &crate::migrations::QUEUE_POSTGRES,
     now: "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
     begin: "BEGIN",
     skip_locked: "FOR UPDATE SKIP LOCKED",

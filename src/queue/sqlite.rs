@@ -19,7 +19,7 @@ use crate::sqlite_file::{self, FirstUseError, Owner};
 const APPLICATION_ID: i64 = 0x544C_4B51;
 
 pub(super) const DIALECT: Dialect = Dialect {
-    migrator: &sqlx::migrate!("./migrations/queue-sqlite"),
+    migrator: &crate::migrations::QUEUE_SQLITE,
     now: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
     begin: "BEGIN IMMEDIATE",
     skip_locked: "",

@@ -87,7 +87,7 @@ pub struct JobRow {
 }
 
 /// One claim of a job.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Attempt {
     pub attempt: i64,
     pub worker: String,
@@ -124,6 +124,18 @@ fn split_result(result: Option<String>) -> (Option<serde_json::Value>, Vec<Outpu
         .and_then(|f| serde_json::from_value(f).ok())
         .unwrap_or_default();
     (report, files)
+}
+
+fn attempt_row(r: &AnyRow) -> Result<Attempt, sqlx::Error> {
+    Ok(Attempt {
+        attempt: r.try_get("attempt")?,
+        worker: r.try_get("worker")?,
+        started_at: r.try_get("started_at")?,
+        rendered_at: r.try_get("rendered_at")?,
+        finished_at: r.try_get("finished_at")?,
+        outcome: r.try_get("outcome")?,
+        error: r.try_get("error")?,
+    })
 }
 
 fn job_row(r: &AnyRow) -> Result<JobRow, sqlx::Error> {
@@ -713,14 +725,18 @@ impl Queue {
     /// A job's claims, oldest first.
     pub fn attempts(&self, id: i64) -> Result<Vec<Attempt>, QueueError> {
         self.rt.block_on(async {
-            sqlx::query_as(
+            let rows = sqlx::query(
                 "SELECT attempt, worker, started_at, rendered_at, finished_at, outcome, error
                  FROM attempts WHERE job_id = $1 ORDER BY started_at, attempt",
             )
             .bind(id)
             .fetch_all(&self.pool)
             .await
-            .map_err(self.db_err())
+            .map_err(self.db_err())?;
+            rows.iter()
+                .map(attempt_row)
+                .collect::<Result<_, _>>()
+                .map_err(self.db_err())
         })
     }
 
