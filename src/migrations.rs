@@ -12,15 +12,36 @@ use std::sync::LazyLock;
 use sqlx::SqlStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
-/// One migration file: version, description (the file name after the version, `_` as spaces),
-/// text.
-type File = (i64, &'static str, &'static str);
+/// One migration file: its name, `<version>_<description>.sql`, and its text.
+type File = (&'static str, &'static str);
+
+/// A file under `migrations/<dir>/`, named once.
+macro_rules! file {
+    ($dir:literal, $name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../migrations/", $dir, "/", $name)),
+        )
+    };
+}
+
+/// Version and description of a migration file's name, as sqlx reads them: the number before the
+/// first `_`, then the rest without `.sql`, `_` as spaces.
+fn version_and_description(name: &str) -> Option<(i64, String)> {
+    let (version, rest) = name.split_once('_')?;
+    Some((
+        version.parse().ok()?,
+        rest.strip_suffix(".sql")?.replace('_', " "),
+    ))
+}
 
 fn migrator(files: &[File]) -> Migrator {
     Migrator::with_migrations(
         files
             .iter()
-            .map(|&(version, description, sql)| {
+            .map(|&(name, sql)| {
+                let (version, description) = version_and_description(name)
+                    .expect("migration files are named <version>_<description>.sql");
                 Migration::new(
                     version,
                     description.into(),
@@ -34,44 +55,20 @@ fn migrator(files: &[File]) -> Migrator {
 }
 
 const CACHE_FILES: &[File] = &[
-    (
-        1,
-        "phrases and chunks",
-        include_str!("../migrations/cache/0001_phrases_and_chunks.sql"),
-    ),
-    (
-        2,
-        "checksums",
-        include_str!("../migrations/cache/0002_checksums.sql"),
-    ),
+    file!("cache", "0001_phrases_and_chunks.sql"),
+    file!("cache", "0002_checksums.sql"),
 ];
 
 #[cfg(feature = "render")]
 const QUEUE_SQLITE_FILES: &[File] = &[
-    (
-        1,
-        "jobs and attempts",
-        include_str!("../migrations/queue-sqlite/0001_jobs_and_attempts.sql"),
-    ),
-    (
-        2,
-        "rendered hash",
-        include_str!("../migrations/queue-sqlite/0002_rendered_hash.sql"),
-    ),
+    file!("queue-sqlite", "0001_jobs_and_attempts.sql"),
+    file!("queue-sqlite", "0002_rendered_hash.sql"),
 ];
 
 #[cfg(feature = "render")]
 const QUEUE_POSTGRES_FILES: &[File] = &[
-    (
-        1,
-        "jobs and attempts",
-        include_str!("../migrations/queue-postgres/0001_jobs_and_attempts.sql"),
-    ),
-    (
-        2,
-        "rendered hash",
-        include_str!("../migrations/queue-postgres/0002_rendered_hash.sql"),
-    ),
+    file!("queue-postgres", "0001_jobs_and_attempts.sql"),
+    file!("queue-postgres", "0002_rendered_hash.sql"),
 ];
 
 /// The phrase and chunk cache (`migrations/cache/`).
@@ -98,14 +95,9 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .filter_map(|name| {
-                let (version, rest) = name.split_once('_')?;
-                let description = rest.strip_suffix(".sql")?.replace('_', " ");
+                let (version, description) = version_and_description(&name)?;
                 let text = std::fs::read(path.join(&name)).unwrap();
-                Some((
-                    version.parse().unwrap(),
-                    description,
-                    Sha384::digest(text).to_vec(),
-                ))
+                Some((version, description, Sha384::digest(text).to_vec()))
             })
             .collect();
         found.sort();
