@@ -122,6 +122,17 @@ def ncu(docs):
     busy = sum(total.values())
     print(f"== ncu, every kernel of the marked pass: {sum(count.values())} launches, "
           f"{busy:.3f} s of GPU time")
+    # The bench's own report (a JSON line among ncu's): the audio the pass made, so the GPU time
+    # reads as the rate the kernels alone would allow, with the host's queueing hidden.
+    audio = None
+    for ln in text.splitlines():
+        if ln.startswith('{"bench"'):
+            for res in json.loads(ln).get("bench", []):
+                for row in res.get("rows", []):
+                    audio = row.get("audio_seconds")
+    if audio and busy:
+        print(f"  {audio:.1f} audio-s: {1e3 * busy / audio:.3f} ms of kernels per audio-s, "
+              f"a bound of {audio / busy:.0f} audio-s per s with the host hidden")
     for name, t in total.most_common(15):
         print(f"  {name[:48]:<48} {count[name]:>6} x {1e6 * t / count[name]:>8.1f} us = {t:.3f} s "
               f"({100 * t / busy:.1f}%)")
