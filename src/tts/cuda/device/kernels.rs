@@ -26,6 +26,9 @@ pub const MAX_RANK: usize = 6;
 /// their grids by it.
 pub const UNROLL: usize = 4;
 
+/// Rows per block of the row reductions (`reduce_rows_f32`, `softmax_rows_f32`): a warp each.
+pub const ROWS_PER_BLOCK: usize = 8;
+
 /// Elements per thread of the fused kernels' vector form (`VEC` in the source): 16 bytes of FP16.
 pub const VEC: usize = 8;
 
@@ -274,6 +277,63 @@ extern "C" __global__ void softmax_f32(i64 n, float* out, const float* in, i64 d
     float s = 0.f; for (i64 j = 0; j < dim; ++j) { float e = expf(x[j * inner] - m); y[j * inner] = e; s += e; }
     for (i64 j = 0; j < dim; ++j) y[j * inner] = y[j * inner] / s;
   }
+}
+// Rows (inner 1: the last axis reduced, as in every LayerNorm of the text encoder and the
+// attention's softmax): a warp per row, its lanes reading along the row. A thread per row (the
+// kernels above) reads rows 4·dim bytes apart and walks its row alone: 20-70 us for a batch-1
+// step of a few dozen rows. Blocks of 256 threads hold ROWS_PER_BLOCK rows; each lane's partial
+// goes through shared memory and the warp's first lane combines them. The lane loops are written
+// over blockDim so that one host thread (cpu_tests) runs the whole block.
+#define ROW_LANES(w, l, BODY) \
+  for (int t_ = (int)threadIdx.x; t_ < ROWS_PER_BLOCK * 32; t_ += (int)blockDim.x) { int w = t_ >> 5, l = t_ & 31; BODY }
+#define ROW_HEADS(w, BODY) \
+  for (int t_ = (int)threadIdx.x; t_ < ROWS_PER_BLOCK; t_ += (int)blockDim.x) { int w = t_; BODY }
+__device__ __forceinline__ float row_combine(float a, float b, int kind) { return kind == 2 ? fmaxf(a, b) : a + b; }
+// kind as reduce_f32's.
+extern "C" __global__ void reduce_rows_f32(i64 rows, float* out, const float* in, i64 dim, int kind) {
+  __shared__ float part[ROWS_PER_BLOCK][32];
+  i64 row0 = (i64)blockIdx.x * ROWS_PER_BLOCK;
+  float init = kind == 2 ? __int_as_float(0xff800000) : 0.f;
+  ROW_LANES(w, l, {
+    float acc = init;
+    if (row0 + w < rows) { const float* x = in + (row0 + w) * dim; for (i64 j = l; j < dim; j += 32) acc = row_combine(acc, x[j], kind); }
+    part[w][l] = acc;
+  })
+  __syncthreads();
+  ROW_HEADS(w, {
+    if (row0 + w < rows) {
+      float acc = part[w][0];
+      for (int k = 1; k < 32; ++k) acc = row_combine(acc, part[w][k], kind);
+      out[row0 + w] = kind == 0 ? acc / (float)dim : acc;
+    }
+  })
+}
+extern "C" __global__ void softmax_rows_f32(i64 rows, float* out, const float* in, i64 dim) {
+  __shared__ float part[ROWS_PER_BLOCK][32];
+  __shared__ float top[ROWS_PER_BLOCK], sum[ROWS_PER_BLOCK];
+  i64 row0 = (i64)blockIdx.x * ROWS_PER_BLOCK;
+  ROW_LANES(w, l, {
+    float m = __int_as_float(0xff800000);
+    if (row0 + w < rows) { const float* x = in + (row0 + w) * dim; for (i64 j = l; j < dim; j += 32) m = fmaxf(m, x[j]); }
+    part[w][l] = m;
+  })
+  __syncthreads();
+  ROW_HEADS(w, { float m = part[w][0]; for (int k = 1; k < 32; ++k) m = fmaxf(m, part[w][k]); top[w] = m; })
+  __syncthreads();
+  ROW_LANES(w, l, {
+    float s = 0.f;
+    if (row0 + w < rows) { const float* x = in + (row0 + w) * dim; for (i64 j = l; j < dim; j += 32) s += expf(x[j] - top[w]); }
+    part[w][l] = s;
+  })
+  __syncthreads();
+  ROW_HEADS(w, { float s = part[w][0]; for (int k = 1; k < 32; ++k) s += part[w][k]; sum[w] = s; })
+  __syncthreads();
+  ROW_LANES(w, l, {
+    if (row0 + w < rows) {
+      const float* x = in + (row0 + w) * dim; float* y = out + (row0 + w) * dim;
+      for (i64 j = l; j < dim; j += 32) y[j] = expf(x[j] - top[w]) / sum[w];
+    }
+  })
 }
 // Convolution operand: rows (ci, k) by columns t ("nn", [b][ci*K+k][t]) or transposed ("tn", [b][t][ci*K+k]).
 template <typename I, typename X> __device__ __forceinline__ float im2col_load(I i, const X* x, I rows, I cin, I t_in, I k, I t_out, I stride, I dil, I pad, int tn) {
@@ -701,6 +761,8 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
         "reduce_f32",
         "reduce_i64",
         "softmax_f32",
+        "reduce_rows_f32",
+        "softmax_rows_f32",
         "im2col_f32",
         "im2col_f16",
         "im2col_f16_h",
@@ -723,8 +785,9 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
 
 /// The kernels every plan has: the helpers, the typed kernels per storage type, the fixed set.
 fn fixed_source() -> String {
-    let mut src =
-        format!("#define MAX_RANK {MAX_RANK}\n#define UNROLL {UNROLL}\n#define VEC {VEC}\n");
+    let mut src = format!(
+        "#define MAX_RANK {MAX_RANK}\n#define UNROLL {UNROLL}\n#define VEC {VEC}\n#define ROWS_PER_BLOCK {ROWS_PER_BLOCK}\n"
+    );
     src.push_str(COMMON);
     for t in [DType::F32, DType::I64, DType::Bool] {
         src.push_str(

@@ -351,6 +351,7 @@ impl Gpu {
 
 impl Drop for Gpu {
     fn drop(&mut self) {
+        memory::release_cached(self.stream.cu_stream());
         // SAFETY: created in `open`, destroyed once here.
         let _ = unsafe { cudarc::cublas::result::destroy_handle(self.blas) };
         if let Some(dnn) = self.dnn {

@@ -28,10 +28,9 @@ impl DeviceExecutor {
                 } else {
                     memory::empty(st, value.dtype, shape.clone())?
                 };
-                let name = self
+                let [flat, rows, vec] = self
                     .fused
                     .get(&i)
-                    .cloned()
                     .ok_or_else(|| step_err(i, s, "no kernel"))?;
                 let n = numel(&shape);
                 let len = shape.last().copied().unwrap_or(1).max(1);
@@ -57,10 +56,10 @@ impl DeviceExecutor {
                 match grid {
                     Some((_, y, z)) if vector_rows(len, out.ptr(), &by_input) => {
                         let x = len.div_ceil(256 * VEC).min(1 << 20) as u32;
-                        p.launch_grid(self.f(&format!("{name}_vec"))?, st, (x, y, z))?
+                        p.launch_grid(vec, st, (x, y, z))?
                     }
-                    Some(g) => p.launch_grid(self.f(&format!("{name}_rows"))?, st, g)?,
-                    None => p.launch_unrolled(self.f(&name)?, st, n)?,
+                    Some(g) => p.launch_grid(rows, st, g)?,
+                    None => p.launch_unrolled(flat, st, n)?,
                 }
                 vec![out]
             }

@@ -663,9 +663,9 @@ mod tests {
 
     #[test]
     fn the_key_sees_places_shapes_and_types_not_contents() {
-        let mut a = HashMap::new();
+        let mut a = Slots::default();
         a.insert(3, Slot::Host(Tensor::i64(vec![2], vec![5, 6])));
-        let mut b = HashMap::new();
+        let mut b = Slots::default();
         b.insert(3, Slot::Host(Tensor::i64(vec![2], vec![7, 8])));
         assert_eq!(state_key(4, &a), state_key(4, &b));
         assert_ne!(state_key(4, &a), state_key(5, &a));

@@ -393,15 +393,48 @@ impl DeviceExecutor {
             cout.div_ceil(tile.co) as u32,
             b as u32,
         );
-        let name = mma::name(cout, x.half, out.half);
+        let splits = mma::splits(
+            (grid.0 * grid.1 * grid.2) as usize,
+            cin / mma::SLICE,
+            self.sms,
+        );
+        let st = self.stream();
+        // Split: the parts' FP32 partial sums, then one pass that adds them into `out`.
+        let parts = (splits > 1)
+            .then(|| memory::empty(st, DType::F32, vec![splits * out.len()]))
+            .transpose()?;
+        let name = match parts {
+            Some(_) => mma::split_name(cout, x.half),
+            None => mma::name(cout, x.half, out.half),
+        };
         let mut p = Params::new();
-        p.push(out.ptr()).push(x.ptr()).push(packed.ptr());
-        for v in [cout, cin, t, t_out, k, spec.dilation, spec.pad_begin] {
+        p.push(parts.as_ref().unwrap_or(out).ptr())
+            .push(x.ptr())
+            .push(packed.ptr());
+        for v in [
+            cout,
+            cin,
+            t,
+            t_out,
+            k,
+            spec.dilation,
+            spec.pad_begin,
+            splits,
+        ] {
             p.push(i32::try_from(v).map_err(|_| {
                 GpuError::Other(format!("{v} exceeds the convolution kernel's 32-bit sizes"))
             })?);
         }
-        p.launch_grid(self.f(&name)?, self.stream(), grid)
+        p.launch_grid(self.f(&name)?, st, (grid.0, grid.1, grid.2 * splits as u32))?;
+        if let Some(parts) = parts {
+            let mut p = Params::new();
+            p.push(out.len() as i64)
+                .push(out.ptr())
+                .push(parts.ptr())
+                .push(splits as i32);
+            p.launch(self.f(mma::sum_name(out.half))?, st, out.len())?;
+        }
+        Ok(())
     }
 
     /// Reads FP16 activations directly as its FP16 operand; `out_half`: col2im writes FP16.

@@ -14,13 +14,14 @@
 //! RandomNormalLike), `reduce` (CumSum, Reduce, Softmax), `linalg` (MatMul, Conv, ConvTranspose,
 //! the cuBLAS GEMM), and `graph` (CUDA graphs over the static stretches of a run).
 
+use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaFunction, CudaModule};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::memory::{self, DevTensor};
 use super::{Gpu, GpuError};
@@ -46,7 +47,7 @@ mod source;
 pub use graph::{GraphMode, GraphStats, frame_bucket, from_env as graphs_from_env, padded_width};
 
 /// The live values of a run, by id.
-type Slots = HashMap<ValueId, Slot>;
+type Slots = FxHashMap<ValueId, Slot>;
 
 /// What an op family's device step gives: its outputs, or `None` when this case has no device
 /// kernel (the step then runs on the host).
@@ -65,9 +66,10 @@ pub use crate::tts::cuda::reference::{Hook, Hooks};
 pub struct DeviceExecutor {
     pub plan: Plan,
     _module: Arc<CudaModule>,
-    funcs: HashMap<String, CudaFunction>,
-    fused: HashMap<usize, String>,
-    consts: HashMap<ValueId, DevTensor>,
+    funcs: FxHashMap<String, CudaFunction>,
+    /// Each fused step's kernels, found once: flat, by rows, by rows in vectors.
+    fused: FxHashMap<usize, [CudaFunction; 3]>,
+    consts: FxHashMap<ValueId, DevTensor>,
     wscales: HashMap<usize, DevTensor>,
     last_use: Vec<usize>,
     seed: u64,
@@ -89,11 +91,11 @@ pub struct DeviceExecutor {
     /// Values of this run that depend on the batch's data (the feed, downloads, and what is
     /// computed from them; a `Shape` is not): uploading one breaks a graph, uploading any other
     /// host value (shape arithmetic) does not.
-    tainted: HashSet<ValueId>,
+    tainted: FxHashSet<ValueId>,
     /// Values of this run whose *shape* depends on the batch's data (a `NonZero`, the frames
     /// that follow the predicted durations): a stretch that starts with one live is not worth a
     /// graph (its key would not recur).
-    shape_tainted: HashSet<ValueId>,
+    shape_tainted: FxHashSet<ValueId>,
     /// The batch's frame count (the maximum of the per-item frames), which sizes the flow and the
     /// decoder: padded to a [`frame_bucket`] in [`GraphMode::Frames`].
     frame_max: Option<ValueId>,
@@ -109,6 +111,8 @@ pub struct DeviceExecutor {
     /// Weights packed for the tensor-core convolution (`kernels::mma`), by step: the FP16
     /// convolutions it fits, on GPUs with FP16 `mma.sync` (compute capability 8.0 and later).
     mma_weights: HashMap<usize, DevTensor>,
+    /// The GPU's multiprocessors: how many blocks fill it (`mma::splits`).
+    sms: usize,
     /// Last, so it is dropped last: every buffer and graph above is freed on its stream.
     pub gpu: Gpu,
 }
@@ -200,17 +204,31 @@ impl DeviceExecutor {
         let module = gpu
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
-        let (_, fused) = module_source(&plan);
-        let mut funcs = HashMap::new();
-        let names = kernel_names(&fused);
-        for n in names {
+        let (_, fused_names) = module_source(&plan);
+        let mut funcs = FxHashMap::default();
+        for n in kernel_names(&fused_names) {
             if let Entry::Vacant(slot) = funcs.entry(n) {
                 let f = module.load_function(slot.key())?;
                 slot.insert(f);
             }
         }
+        let found = |n: &str| {
+            funcs
+                .get(n)
+                .cloned()
+                .ok_or_else(|| GpuError::Other(format!("kernel {n} missing from the engine")))
+        };
+        let mut fused = FxHashMap::default();
+        for (i, name) in &fused_names {
+            let kernels = [
+                found(name)?,
+                found(&format!("{name}_rows"))?,
+                found(&format!("{name}_vec"))?,
+            ];
+            fused.insert(*i, kernels);
+        }
         let stream = gpu.stream.cu_stream();
-        let mut consts = HashMap::new();
+        let mut consts = FxHashMap::default();
         let mut wscales = HashMap::new();
         let mut weight_of: HashMap<ValueId, (Precision, bool)> = HashMap::new();
         for (i, s) in plan.steps.iter().enumerate() {
@@ -267,6 +285,9 @@ impl DeviceExecutor {
             HashMap::new()
         };
         gpu.sync()?;
+        let sms = gpu.ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )?;
         let last_use = plan.last_uses();
         let graphs = graph::Graphs::new(&plan);
         let frame_max = plan
@@ -298,14 +319,15 @@ impl DeviceExecutor {
             graphs,
             capture_log: None,
             moved: false,
-            tainted: HashSet::new(),
-            shape_tainted: HashSet::new(),
+            tainted: FxHashSet::default(),
+            shape_tainted: FxHashSet::default(),
             frame_max,
             conv_path: gpu.conv_path(),
             dnn_algos: HashMap::new(),
             dnn_prepared: HashMap::new(),
             dnn_weights: HashMap::new(),
             mma_weights,
+            sms: sms.max(1) as usize,
             gpu,
         }
         .with_dnn_weights()
@@ -494,7 +516,7 @@ impl DeviceExecutor {
         hooks: &mut Hooks<'_>,
     ) -> Result<Outputs, GpuError> {
         self.syncs = 0;
-        let mut slots: HashMap<ValueId, Slot> = HashMap::new();
+        let mut slots = Slots::default();
         let inputs = self.plan.inputs;
         self.tainted.clear();
         self.shape_tainted.clear();

@@ -1,11 +1,22 @@
 //! Reductions along axes: CumSum, Reduce (mean, sum, max over contiguous axes) and Softmax.
 
 use super::{DeviceExecutor, Family, Slots, step_err};
-use crate::tts::cuda::device::kernels::type_suffix;
+use crate::tts::cuda::device::kernels::{ROWS_PER_BLOCK, type_suffix};
 use crate::tts::cuda::device::memory::{self, Params};
 use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::{Op, ReduceKind};
 use crate::tts::cuda::tensor::DType;
+
+/// Whether a reduction of `dim` elements `inner` apart runs a warp per row (`*_rows_f32`): rows
+/// of the last axis long enough to share among a warp's lanes; otherwise a thread per output.
+fn by_rows(dim: usize, inner: usize) -> bool {
+    inner <= 1 && dim >= 16
+}
+
+/// The grid of a row kernel over `rows` rows: [`ROWS_PER_BLOCK`] a block.
+fn row_blocks(rows: usize) -> (u32, u32, u32) {
+    (rows.div_ceil(ROWS_PER_BLOCK).max(1) as u32, 1, 1)
+}
 
 impl DeviceExecutor {
     /// Runs a reduce step on the device; `None` when this case has no device kernel.
@@ -95,6 +106,15 @@ impl DeviceExecutor {
                     ReduceKind::Max => 2,
                 };
                 let mut p = Params::new();
+                if x.dtype == DType::F32 && by_rows(dim, inner) {
+                    p.push(outer as i64)
+                        .push(out.ptr())
+                        .push(x.ptr())
+                        .push(dim as i64)
+                        .push(k);
+                    p.launch_grid(self.f("reduce_rows_f32")?, st, row_blocks(outer))?;
+                    return Ok(Some(vec![out]));
+                }
                 p.push((outer * inner) as i64)
                     .push(out.ptr())
                     .push(x.ptr())
@@ -115,6 +135,14 @@ impl DeviceExecutor {
                 let outer: usize = x.shape[..a].iter().product();
                 let out = memory::empty(st, DType::F32, x.shape.clone())?;
                 let mut p = Params::new();
+                if by_rows(x.shape[a], inner) {
+                    p.push(outer as i64)
+                        .push(out.ptr())
+                        .push(x.ptr())
+                        .push(x.shape[a] as i64);
+                    p.launch_grid(self.f("softmax_rows_f32")?, st, row_blocks(outer))?;
+                    return Ok(Some(vec![out]));
+                }
                 p.push((outer * inner) as i64)
                     .push(out.ptr())
                     .push(x.ptr())

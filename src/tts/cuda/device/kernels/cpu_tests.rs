@@ -989,14 +989,27 @@ fn row_grids_cover_every_row_or_fall_back() {
     assert_eq!(row_grid(4096, 65_535 * 65_535 + 1), None);
 }
 
-type ConvMma =
-    unsafe extern "C" fn(*mut c_void, *const c_void, *const u16, i32, i32, i32, i32, i32, i32, i32);
+type ConvMma = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_void,
+    *const u16,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+);
+type MmaSum = unsafe extern "C" fn(i64, *mut c_void, *const f32, i32);
 
 /// The tensor-core convolution (`kernels::mma`), run block by block with each warp's MMAs worked
 /// out from its lanes' fragments, against the host convolution: FP32 and FP16 input and output,
 /// channels and positions that do not fill a tile, several input slices, the voices' tap counts
-/// and reaches, asymmetric padding. The values are multiples of 1/64, so every sum is exact in
-/// FP32 whatever its order and the outputs must match to the bit.
+/// and reaches, asymmetric padding; whole, and split into 2 and 3 parts of the input slices
+/// (partial sums, then `conv_mma_sum_*`; a part may hold no slice). The values are multiples of
+/// 1/64, so every sum is exact in FP32 whatever its order and the outputs must match to the bit.
 #[test]
 fn tensor_core_convolution_gives_the_host_convolution() {
     let k = Kernels::build(&fixed_source());
@@ -1022,49 +1035,135 @@ fn tensor_core_convolution_gives_the_host_convolution() {
         let xh = to_half_bits(&x);
         let tile = mma::tile(cout);
         let (gx, gy) = (t_out.div_ceil(tile.t), cout.div_ceil(tile.co));
-        let case = format!("b{b} cin{cin} cout{cout} t{t} k{kk} d{dil} p{pads:?}");
-        for (input, xn) in [
-            (x.as_ptr().cast::<c_void>(), 'f'),
-            (xh.as_ptr().cast(), 'h'),
-        ] {
-            let (mut wide, mut narrow) = (vec![f32::NAN; want.len()], vec![u16::MAX; want.len()]);
-            for (out, on) in [
-                (wide.as_mut_ptr().cast::<c_void>(), 'f'),
-                (narrow.as_mut_ptr().cast(), 'h'),
-            ] {
-                for (z, y, xb) in (0..b)
-                    .flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |xb| (z, y, xb))))
-                {
-                    let f: ConvMma = k.tile(
-                        &mma::name(cout, xn == 'h', on == 'h'),
-                        (gy as u32, b as u32),
-                        (xb as u32, y as u32, z as u32),
-                    );
-                    let d = [cout, cin, t, t_out, kk, dil, pads.0].map(|v| v as i32);
-                    // SAFETY: `out` holds b·cout·t_out outputs of the kernel's type, `input`
-                    // b·cin·t inputs, `packed` the weights `pack_weight` laid out for these sizes.
-                    unsafe {
-                        f(
-                            out,
-                            input,
-                            packed.as_ptr(),
-                            d[0],
-                            d[1],
-                            d[2],
-                            d[3],
-                            d[4],
-                            d[5],
-                            d[6],
-                        )
-                    };
-                }
+        // Runs every block of the kernel for input `xn`, output `on`, in `splits` parts.
+        let conv = |out: *mut c_void, input: *const c_void, xn: char, on: char, splits: usize| {
+            let gz = b * splits;
+            let name = match splits {
+                1 => mma::name(cout, xn == 'h', on == 'h'),
+                _ => mma::split_name(cout, xn == 'h'),
+            };
+            for (z, y, xb) in
+                (0..gz).flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |xb| (z, y, xb))))
+            {
+                let f: ConvMma = k.tile(
+                    &name,
+                    (gy as u32, gz as u32),
+                    (xb as u32, y as u32, z as u32),
+                );
+                let d = [cout, cin, t, t_out, kk, dil, pads.0, splits].map(|v| v as i32);
+                // SAFETY: `out` holds splits·b·cout·t_out outputs of the kernel's type, `input`
+                // b·cin·t inputs, `packed` the weights `pack_weight` laid out for these sizes.
+                unsafe {
+                    f(
+                        out,
+                        input,
+                        packed.as_ptr(),
+                        d[0],
+                        d[1],
+                        d[2],
+                        d[3],
+                        d[4],
+                        d[5],
+                        d[6],
+                        d[7],
+                    )
+                };
             }
-            assert_eq!(wide, want, "{case}: FP32 output from {xn} input");
-            assert_eq!(
-                narrow,
-                to_half_bits(want),
-                "{case}: FP16 output from {xn} input"
+        };
+        for splits in 1..=3 {
+            let case = format!("b{b} cin{cin} cout{cout} t{t} k{kk} d{dil} p{pads:?} in {splits}");
+            for (input, xn) in [
+                (x.as_ptr().cast::<c_void>(), 'f'),
+                (xh.as_ptr().cast(), 'h'),
+            ] {
+                let (mut wide, mut narrow) =
+                    (vec![f32::NAN; want.len()], vec![u16::MAX; want.len()]);
+                let mut parts = vec![f32::NAN; splits * want.len()];
+                for (out, on) in [
+                    (wide.as_mut_ptr().cast::<c_void>(), 'f'),
+                    (narrow.as_mut_ptr().cast(), 'h'),
+                ] {
+                    if splits == 1 {
+                        conv(out, input, xn, on, 1);
+                        continue;
+                    }
+                    conv(parts.as_mut_ptr().cast(), input, xn, 'f', splits);
+                    let sum: MmaSum = k.flat(mma::sum_name(on == 'h'));
+                    // SAFETY: `parts` holds `splits` partial outputs of `want.len()` each, `out`
+                    // one output.
+                    unsafe { sum(want.len() as i64, out, parts.as_ptr(), splits as i32) };
+                }
+                assert_eq!(wide, want, "{case}: FP32 output from {xn} input");
+                assert_eq!(
+                    narrow,
+                    to_half_bits(want),
+                    "{case}: FP16 output from {xn} input"
+                );
+            }
+        }
+    }
+}
+
+/// The row reductions (a warp per row on the GPU) against the host ops: mean, sum and max over
+/// the last axis and softmax, for rows shorter and longer than a warp, with a last block that
+/// holds fewer than its rows (those must be left alone).
+#[test]
+fn row_reductions_match_the_host_ops() {
+    use crate::tts::cuda::device::kernels::ROWS_PER_BLOCK;
+    use crate::tts::cuda::ops::reduce::{reduce, softmax};
+    use crate::tts::cuda::program::op::ReduceKind;
+    type Reduce = unsafe extern "C" fn(i64, *mut f32, *const f32, i64, i32);
+    type Softmax = unsafe extern "C" fn(i64, *mut f32, *const f32, i64);
+    let k = Kernels::build(&fixed_source());
+    for (rows, dim) in [(11usize, 16usize), (3, 192), (20, 71)] {
+        let x = values(rows * dim, (rows * dim) as u64);
+        let t = Tensor::f32(vec![rows, dim], x.clone());
+        let blocks = rows.div_ceil(ROWS_PER_BLOCK) as u32;
+        for (kind, code) in [
+            (ReduceKind::Mean, 0),
+            (ReduceKind::Sum, 1),
+            (ReduceKind::Max, 2),
+        ] {
+            let want = reduce(&t, kind, &[-1], false).unwrap();
+            let mut got = vec![-9f32; rows + 1];
+            for b in 0..blocks {
+                // SAFETY: `got` holds a result per row (and one more that must stay untouched);
+                // every read lies inside `x`.
+                unsafe {
+                    k.tile::<Reduce>("reduce_rows_f32", (1, 1), (b, 0, 0))(
+                        rows as i64,
+                        got.as_mut_ptr(),
+                        x.as_ptr(),
+                        dim as i64,
+                        code,
+                    )
+                };
+            }
+            assert_eq!(got[rows], -9.0, "{kind:?} wrote past its rows");
+            close(
+                &got[..rows],
+                want.as_f32().unwrap(),
+                &format!("{kind:?} {rows}x{dim}"),
             );
         }
+        let want = softmax(&t, -1).unwrap();
+        let mut got = vec![-9f32; rows * dim + 1];
+        for b in 0..blocks {
+            // SAFETY: as above, a row of results per row of `x`.
+            unsafe {
+                k.tile::<Softmax>("softmax_rows_f32", (1, 1), (b, 0, 0))(
+                    rows as i64,
+                    got.as_mut_ptr(),
+                    x.as_ptr(),
+                    dim as i64,
+                )
+            };
+        }
+        assert_eq!(got[rows * dim], -9.0, "softmax wrote past its rows");
+        close(
+            &got[..rows * dim],
+            want.as_f32().unwrap(),
+            &format!("softmax {rows}x{dim}"),
+        );
     }
 }

@@ -78,21 +78,36 @@ pub fn pack_weight(w: &[f32], cout: usize, cin: usize, k: usize) -> Vec<f32> {
 }
 
 /// The kernel's source: `conv_mma{co}_{x}{o}` for a tile of `co` output channels, FP32 (`f`) or
-/// FP16 (`h`) input `x` and output `o`.
+/// FP16 (`h`) input `x` and output `o`, and `conv_mma{co}_{x}f_split` for the parts of a split
+/// one (`splits`). The whole kernels are instantiated with one part as a constant: the split's
+/// indices cost the wide launches registers (a fourth block per multiprocessor), 9 % at the
+/// buckets when they were one kernel.
 pub fn source() -> String {
     let mut src = format!(
         "#define MMA_KC {SLICE}\n#define MMA_KMAX {MAX_TAPS}\n#define MMA_REACH {MAX_REACH}\n"
     );
     src.push_str(SOURCE);
+    for (o, ot) in [("f", "float"), ("h", "unsigned short")] {
+        src.push_str(&format!(
+            "extern \"C\" __global__ void conv_mma_sum_{o}(i64 n, {ot}* out, const float* part, \
+             int splits) {{ LOOP(n) {{ float s = 0.f; for (int p = 0; p < splits; ++p) \
+             s += part[(i64)p * n + i]; stf(out + i, s); }} }}\n"
+        ));
+    }
     for tile in TILES {
         for (x, xt) in [(false, "float"), (true, "unsigned short")] {
-            for (o, ot) in [(false, "float"), (true, "unsigned short")] {
-                let (name, co, t) = (kernel_name(tile, x, o), tile.co, tile.t);
+            let kernels = [
+                (kernel_name(tile, x, false), "float", false),
+                (kernel_name(tile, x, true), "unsigned short", false),
+                (split_kernel_name(tile, x), "float", true),
+            ];
+            for (name, ot, split) in kernels {
+                let (co, t) = (tile.co, tile.t);
                 src.push_str(&format!(
                     "extern \"C\" __global__ void {name}({ot}* out, const {xt}* x, \
                      const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, \
-                     int dil, int pad) {{ conv_mma_at<{co}, {t}>(out, x, w, cout, cin, t_in, \
-                     t_out, k, dil, pad); }}\n"
+                     int dil, int pad, int splits) {{ conv_mma_at<{co}, {t}, {split}>(out, x, w, \
+                     cout, cin, t_in, t_out, k, dil, pad, splits); }}\n"
                 ));
             }
         }
@@ -110,13 +125,47 @@ fn kernel_name(tile: Tile, half_in: bool, half_out: bool) -> String {
     format!("conv_mma{}_{}{}", tile.co, h(half_in), h(half_out))
 }
 
+/// The kernel for one part of a split convolution (FP32 partial sums) of `cout` output channels.
+pub fn split_name(cout: usize, half_in: bool) -> String {
+    split_kernel_name(tile(cout), half_in)
+}
+
+fn split_kernel_name(tile: Tile, half_in: bool) -> String {
+    format!("{}_split", kernel_name(tile, half_in, false))
+}
+
+/// The kernel that adds up the parts of a split convolution into an FP32 or FP16 output.
+pub fn sum_name(half_out: bool) -> &'static str {
+    if half_out {
+        "conv_mma_sum_h"
+    } else {
+        "conv_mma_sum_f"
+    }
+}
+
 /// The kernel names [`source`] defines.
 pub fn names() -> impl Iterator<Item = String> {
-    TILES.into_iter().flat_map(|tile| {
-        [(false, false), (false, true), (true, false), (true, true)]
-            .into_iter()
-            .map(move |(i, o)| kernel_name(tile, i, o))
-    })
+    TILES
+        .into_iter()
+        .flat_map(|tile| {
+            [(false, false), (false, true), (true, false), (true, true)]
+                .into_iter()
+                .map(move |(i, o)| kernel_name(tile, i, o))
+                .chain([false, true].map(move |i| split_kernel_name(tile, i)))
+        })
+        .chain([false, true].map(|h| sum_name(h).to_owned()))
+}
+
+/// Into how many parts a launch of `blocks` blocks splits its `slices` input slices on a GPU of
+/// `sms` multiprocessors: enough parts for about a block per multiprocessor, each of at least two
+/// slices, at most 8 (the sums then read 8 partial outputs); 1 for launches of at least half
+/// that many blocks. A launch of few blocks (a batch-1 sentence's flow: 24 blocks of 12 slices,
+/// 36 us on the H200's 132) leaves most of the GPU idle while each block walks every slice.
+pub fn splits(blocks: usize, slices: usize, sms: usize) -> usize {
+    if blocks == 0 || blocks * 2 > sms {
+        return 1;
+    }
+    (sms / blocks).min(slices / 2).clamp(1, 8)
 }
 
 const SOURCE: &str = r#"
@@ -231,22 +280,27 @@ __device__ __forceinline__ void mma_warp_tap(float (*acc)[2][4][4], const unsign
 }
 // out[b][co][t] = sum over ci, tap of w[co][ci][tap] * x[b][ci][t + tap*dil - pad] (stride 1).
 // A block computes TM output channels by TN positions (`mma::TILES`: eight warps of 32 by 32).
-// Grid: x over TN output positions, y over TM output channels, z over the items; 256 threads.
+// Grid: x over TN output positions, y over TM output channels, z over the items and, within an
+// item, the `splits` parts of its input slices; 256 threads. With more than one part, part p of
+// item b writes its partial sums (FP32) at [p][b][co][t] and conv_mma_sum adds them up.
 // w is packed by tile, slice, tap (`pack_weight`); cin is a multiple of MMA_KC.
-template <int TM, int TN, typename X, typename O>
-__device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, int pad) {
+template <int TM, int TN, bool SPLIT, typename X, typename O>
+__device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned short* w, int cout, int cin, int t_in, int t_out, int k, int dil, int pad, int splits) {
+  const int parts = SPLIT ? splits : 1;
   constexpr int WN = TN / 32;
   static_assert(TM * TN == 8 * 32 * 32, "eight warps of 32 by 32");
   __shared__ unsigned short xs[(TN + MMA_REACH) * MMA_RS] __attribute__((aligned(16)));
   __shared__ unsigned short ws[MMA_KMAX * TM * MMA_RS] __attribute__((aligned(16)));
-  const int b = (int)blockIdx.z, t0 = (int)blockIdx.x * TN, co0 = (int)blockIdx.y * TM;
+  const int b = (int)blockIdx.z / parts, part = (int)blockIdx.z % parts, items = (int)gridDim.z / parts;
+  const int t0 = (int)blockIdx.x * TN, co0 = (int)blockIdx.y * TM;
   const int span = TN + dil * (k - 1), slices = cin / MMA_KC;
+  const int sl_end = (part + 1) * slices / parts;
   float acc[MMA_SLOTS][2][4][4];
   for (int s = 0; s < MMA_SLOTS; ++s)
     for (int mi = 0; mi < 2; ++mi)
       for (int ni = 0; ni < 4; ++ni)
         for (int r = 0; r < 4; ++r) acc[s][mi][ni][r] = 0.f;
-  for (int sl = 0; sl < slices; ++sl) {
+  for (int sl = part * slices / parts; sl < sl_end; ++sl) {
     __syncthreads();
     // The slice's input span: a thread gathers 8 channels of one position (neighbouring threads
     // read neighbouring positions of each channel) and stores them as one 16-byte row half.
@@ -281,7 +335,7 @@ __device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned s
           const int co = co0 + (wp / WN) * 32 + mi * 16 + g + h * 8;
           const int t = t0 + (wp % WN) * 32 + ni * 8 + c;
           if (co >= cout || t >= t_out) continue;
-          const i64 at = ((i64)b * cout + co) * t_out + t;
+          const i64 at = (((i64)part * items + b) * cout + co) * t_out + t;
           const float* v = acc[MMA_SLOT(wp, l)][mi][ni] + 2 * h;
           if (t + 1 < t_out && (at & 1) == 0) stf2(out + at, v[0], v[1]);
           else {
@@ -296,6 +350,17 @@ __device__ __forceinline__ void conv_mma_at(O* out, const X* x, const unsigned s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_launches_of_few_blocks_split_their_slices() {
+        // The flow of a batch-1 sentence on the H200: 24 blocks, 12 slices.
+        assert_eq!(splits(24, 12, 132), 5);
+        assert_eq!(splits(12, 12, 132), 6, "each part keeps two slices");
+        assert_eq!(splits(2, 64, 132), 8, "at most 8 parts");
+        assert_eq!(splits(66, 12, 132), 1, "half a wave is enough");
+        assert_eq!(splits(24, 3, 132), 1, "too few slices to share");
+        assert_eq!(splits(0, 12, 132), 1);
+    }
 
     #[test]
     fn fits_only_what_the_stages_hold() {
