@@ -1119,51 +1119,47 @@ fn row_reductions_match_the_host_ops() {
         let x = values(rows * dim, (rows * dim) as u64);
         let t = Tensor::f32(vec![rows, dim], x.clone());
         let blocks = rows.div_ceil(ROWS_PER_BLOCK) as u32;
+        // Runs every block into as many results as `want` holds (and one more that must stay
+        // untouched), then compares them with `want`.
+        let check = |want: &Tensor, what: &str, launch: &dyn Fn(u32, *mut f32)| {
+            let want = want.as_f32().unwrap();
+            let mut got = vec![-9f32; want.len() + 1];
+            for b in 0..blocks {
+                launch(b, got.as_mut_ptr());
+            }
+            assert_eq!(got[want.len()], -9.0, "{what} wrote past its rows");
+            close(&got[..want.len()], want, what);
+        };
         for (kind, code) in [
             (ReduceKind::Mean, 0),
             (ReduceKind::Sum, 1),
             (ReduceKind::Max, 2),
         ] {
             let want = reduce(&t, kind, &[-1], false).unwrap();
-            let mut got = vec![-9f32; rows + 1];
-            for b in 0..blocks {
-                // SAFETY: `got` holds a result per row (and one more that must stay untouched);
-                // every read lies inside `x`.
+            check(&want, &format!("{kind:?} {rows}x{dim}"), &|b, out| {
+                // SAFETY: `out` holds a result per row; every read lies inside `x`.
                 unsafe {
                     k.tile::<Reduce>("reduce_rows_f32", (1, 1), (b, 0, 0))(
                         rows as i64,
-                        got.as_mut_ptr(),
+                        out,
                         x.as_ptr(),
                         dim as i64,
                         code,
                     )
-                };
-            }
-            assert_eq!(got[rows], -9.0, "{kind:?} wrote past its rows");
-            close(
-                &got[..rows],
-                want.as_f32().unwrap(),
-                &format!("{kind:?} {rows}x{dim}"),
-            );
+                }
+            });
         }
         let want = softmax(&t, -1).unwrap();
-        let mut got = vec![-9f32; rows * dim + 1];
-        for b in 0..blocks {
-            // SAFETY: as above, a row of results per row of `x`.
+        check(&want, &format!("softmax {rows}x{dim}"), &|b, out| {
+            // SAFETY: `out` holds a row of results per row of `x`.
             unsafe {
                 k.tile::<Softmax>("softmax_rows_f32", (1, 1), (b, 0, 0))(
                     rows as i64,
-                    got.as_mut_ptr(),
+                    out,
                     x.as_ptr(),
                     dim as i64,
                 )
-            };
-        }
-        assert_eq!(got[rows * dim], -9.0, "softmax wrote past its rows");
-        close(
-            &got[..rows * dim],
-            want.as_f32().unwrap(),
-            &format!("softmax {rows}x{dim}"),
-        );
+            }
+        });
     }
 }

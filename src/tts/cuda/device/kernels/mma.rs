@@ -357,7 +357,8 @@ mod tests {
         assert_eq!(splits(24, 12, 132), 5);
         assert_eq!(splits(12, 12, 132), 6, "each part keeps two slices");
         assert_eq!(splits(2, 64, 132), 8, "at most 8 parts");
-        assert_eq!(splits(66, 12, 132), 1, "half a wave is enough");
+        assert_eq!(splits(67, 12, 132), 1, "more than half a wave is enough");
+        assert_eq!(splits(66, 12, 132), 2);
         assert_eq!(splits(24, 3, 132), 1, "too few slices to share");
         assert_eq!(splits(0, 12, 132), 1);
     }
@@ -405,6 +406,8 @@ mod tests {
         );
         assert_eq!(tile(32).co, 32);
         assert_eq!(name(33, true, false), "conv_mma64_hf");
-        assert_eq!(names().count(), 8);
+        // Four whole kernels and two split ones per tile, and the two sums.
+        assert_eq!(names().count(), 14);
+        assert_eq!(split_name(20, true), "conv_mma32_hf_split");
     }
 }
