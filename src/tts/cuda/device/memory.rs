@@ -217,13 +217,19 @@ thread_local! {
     static FREE: RefCell<FreeLists> = RefCell::new(FreeLists::default());
 }
 
-/// The size a request of `bytes` is allocated at: rounded up to an eighth of its power of two
-/// (at most 12.5 % more; at least 256 bytes), so the buffers of sentences of different lengths
-/// are reused by each other.
+/// `n` (at least 1) rounded up to a multiple of an eighth of its power of two: at most 12.5 %
+/// more, and few distinct values, so sizes that differ a little share one (buffer classes here,
+/// frame buckets for CUDA graphs).
+pub(crate) fn round_up_by_eighths(n: usize) -> usize {
+    let n = n.max(1);
+    let step = 1usize << (usize::BITS - 1 - n.leading_zeros()).saturating_sub(3);
+    n.div_ceil(step) * step
+}
+
+/// The size a request of `bytes` is allocated at: [`round_up_by_eighths`], at least 256 bytes, so
+/// the buffers of sentences of different lengths are reused by each other.
 pub(crate) fn size_class(bytes: usize) -> usize {
-    let b = bytes.max(256);
-    let step = 1usize << (usize::BITS - 1 - b.leading_zeros()).saturating_sub(3);
-    b.div_ceil(step) * step
+    round_up_by_eighths(bytes.max(256))
 }
 
 /// Hands every buffer the free lists keep for `stream` back to the driver's pool: before the

@@ -90,11 +90,7 @@ pub fn from_env() -> Result<GraphMode, String> {
 /// The frame count a batch's frame axis is padded to in [`GraphMode::Frames`]: `t` rounded up to
 /// a multiple of an eighth of its power of two (at most 12.5% more frames; at least 32).
 pub fn frame_bucket(t: i64) -> i64 {
-    if t <= 32 {
-        return 32;
-    }
-    let step = 1i64 << (63 - t.leading_zeros() as i64 - 3);
-    (t + step - 1) / step * step
+    memory::round_up_by_eighths(t.max(32) as usize) as i64
 }
 
 /// What the graphs did, over the executor's life.
