@@ -25,7 +25,9 @@ use super::tensor::{Data, Tensor, numel};
 
 pub const MAGIC: &[u8; 8] = b"TALKENG1";
 /// 2: plans may store FP16 activations (`Value::half`), which a reader of format 1 would ignore.
-pub const FORMAT: u32 = 2;
+/// 3: fused steps may read inputs through folded views (`Fused::views`), which a reader of format
+/// 2 would ignore.
+pub const FORMAT: u32 = 3;
 
 /// The GPU an engine was built on and for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

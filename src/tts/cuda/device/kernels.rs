@@ -32,6 +32,10 @@ pub const ROWS_PER_BLOCK: usize = 8;
 /// Elements per thread of the fused kernels' vector form (`VEC` in the source): 16 bytes of FP16.
 pub const VEC: usize = 8;
 
+/// The most elements (and the widest offset) the kernels index in 32 bits (`TALKER_NARROW_MAX`
+/// in their source, where the CPU tests lower it to try the 64-bit paths).
+pub const NARROW_MAX: usize = 0x3fff_ffff;
+
 /// Whether a fused step may run in its vector form: rows (`len` elements) of a multiple of
 /// [`VEC`], the output and every input dense along the row at 16-byte aligned starts in every row,
 /// or an input broadcast along the row (last stride 0). `inputs` holds each input's address and
@@ -70,9 +74,6 @@ __device__ __forceinline__ i64 axis_of(const i64 (&a)[MAX_RANK], int k) {
 // The hot kernels index in 32 bits when every index they form fits: a 64-bit division is a long
 // software routine on the GPU, a 32-bit one a few instructions. The bound leaves room for one
 // grid-stride step (at most 2^30 elements: 2^20 blocks of 256 threads, UNROLL each) past it.
-#ifndef TALKER_NARROW_MAX
-#define TALKER_NARROW_MAX 0x3fffffffLL
-#endif
 // The streaming kernels give each thread UNROLL elements a block's width apart and issue all of
 // their loads before using any: with one 4-byte load in flight per thread, the H200 streamed a
 // 1 GB LeakyReLU at 0.33 TB/s, where PyTorch's kernel reached 4.2 TB/s. LOAD and STORE run per
@@ -786,7 +787,7 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
 /// The kernels every plan has: the helpers, the typed kernels per storage type, the fixed set.
 fn fixed_source() -> String {
     let mut src = format!(
-        "#define MAX_RANK {MAX_RANK}\n#define UNROLL {UNROLL}\n#define VEC {VEC}\n#define ROWS_PER_BLOCK {ROWS_PER_BLOCK}\n"
+        "#define MAX_RANK {MAX_RANK}\n#define UNROLL {UNROLL}\n#define VEC {VEC}\n#define ROWS_PER_BLOCK {ROWS_PER_BLOCK}\n#ifndef TALKER_NARROW_MAX\n#define TALKER_NARROW_MAX {NARROW_MAX}LL\n#endif\n"
     );
     src.push_str(COMMON);
     for t in [DType::F32, DType::I64, DType::Bool] {
@@ -841,6 +842,7 @@ mod tests {
     #[test]
     fn fused_code_reads_broadcast_inputs_and_inlines_scalars() {
         let f = Fused {
+            views: Vec::new(),
             instrs: vec![
                 Instr::f32(
                     Ew::Binary(Binary::Add),
@@ -910,6 +912,7 @@ mod tests {
     #[test]
     fn casts_and_int_maths() {
         let f = Fused {
+            views: Vec::new(),
             instrs: vec![
                 Instr {
                     op: Ew::Binary(Binary::Div),

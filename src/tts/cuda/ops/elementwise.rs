@@ -351,6 +351,7 @@ mod tests {
     fn fused_program_equals_the_chain() {
         // y = tanh(a + b) * b
         let prog = Fused {
+            views: Vec::new(),
             instrs: vec![
                 Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
                 Instr::f32(Ew::Unary(Unary::Tanh), &[Arg::Temp(0)]),
@@ -366,6 +367,6 @@ mod tests {
             .collect();
         assert_eq!(y.as_f32().unwrap(), want);
         assert!(eval_fused(&prog, &[&a]).is_err());
-        assert!(eval_fused(&Fused { instrs: vec![] }, &[]).is_err());
+        assert!(eval_fused(&Fused::default(), &[]).is_err());
     }
 }

@@ -11,6 +11,8 @@ pub mod linalg;
 pub mod movement;
 pub mod reduce;
 
+use std::borrow::Cow;
+
 use crate::tts::cuda::program::op::Op;
 use crate::tts::cuda::tensor::{OpResult, Tensor, op_err};
 
@@ -47,12 +49,26 @@ pub fn run(op: &Op, inputs: &[Option<&Tensor>], rng: &mut fastrand::Rng) -> OpRe
         Op::Cast(t) => one(elementwise::cast(x(0)?, *t)),
         Op::Clip => one(elementwise::clip(x(0)?, opt(inputs, 1), opt(inputs, 2))?),
         Op::Fused(f) => {
-            let ins: Vec<&Tensor> = inputs
+            // Inputs read through folded views are copied out first (the device reads them
+            // in place).
+            let ins: Vec<Cow<'_, Tensor>> = inputs
                 .iter()
-                .map(|t| {
-                    t.ok_or_else(|| crate::tts::cuda::tensor::OpError("fused input missing".into()))
+                .enumerate()
+                .map(|(k, t)| {
+                    let t = t.ok_or_else(|| {
+                        crate::tts::cuda::tensor::OpError("fused input missing".into())
+                    })?;
+                    Ok(match f.views_of(k) {
+                        [] => Cow::Borrowed(t),
+                        views => Cow::Owned(
+                            movement::Strided::dense(&t.shape)
+                                .through(views)?
+                                .copy_of(t),
+                        ),
+                    })
                 })
                 .collect::<OpResult<_>>()?;
+            let ins: Vec<&Tensor> = ins.iter().map(AsRef::as_ref).collect();
             one(elementwise::eval_fused(f, &ins)?)
         }
         Op::Identity => one(x(0)?.clone()),
@@ -82,14 +98,13 @@ pub fn run(op: &Op, inputs: &[Option<&Tensor>], rng: &mut fastrand::Rng) -> OpRe
             let t = x(0)?;
             let axes = opt(inputs, 3).map(Tensor::ints).transpose()?;
             let steps = opt(inputs, 4).map(Tensor::ints).transpose()?;
-            let (shape, off, st) = movement::slice_view(
-                &t.shape,
+            let view = movement::Strided::dense(&t.shape).slice(
                 &x(1)?.ints()?,
                 &x(2)?.ints()?,
                 axes.as_deref(),
                 steps.as_deref(),
             )?;
-            one(movement::strided_copy(t, shape, off, &st))
+            one(view.copy_of(t))
         }
         Op::Split { axis, outputs } => {
             let sizes = opt(inputs, 1).map(Tensor::ints).transpose()?;

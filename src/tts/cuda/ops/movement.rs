@@ -4,8 +4,9 @@
 //! Input/output: [`Tensor`]s with ONNX opset-13+ semantics (axes and sizes as inputs). Indices may
 //! be negative where ONNX allows it; anything out of range is an [`OpError`](crate::tts::cuda::tensor::OpError), never a panic.
 
+use super::broadcast::broadcast_shape;
 use super::elementwise::{broadcast_to, scalar_tensor};
-use crate::tts::cuda::program::op::Scalar;
+use crate::tts::cuda::program::op::{Scalar, ViewOp};
 use crate::tts::cuda::tensor::{Data, OpResult, Tensor, axis, numel, op_err, strides};
 
 /// Copies the elements at `offset + Σ coord·stride` for every coordinate of `shape`.
@@ -118,19 +119,7 @@ pub fn squeeze_shape(from: &[usize], axes: Option<&[i64]>) -> OpResult<Vec<usize
 }
 
 pub fn transpose(x: &Tensor, perm: &[usize]) -> OpResult<Tensor> {
-    let r = x.shape.len();
-    let mut seen = vec![false; r];
-    if perm.len() != r
-        || perm
-            .iter()
-            .any(|&p| p >= r || std::mem::replace(&mut seen[p], true))
-    {
-        return op_err(format!("perm {perm:?} for rank {r}"));
-    }
-    let st = strides(&x.shape);
-    let shape = perm.iter().map(|&p| x.shape[p]).collect();
-    let pst: Vec<isize> = perm.iter().map(|&p| st[p] as isize).collect();
-    Ok(strided_copy(x, shape, 0, &pst))
+    Ok(Strided::dense(&x.shape).transpose(perm)?.copy_of(x))
 }
 
 pub fn concat(xs: &[&Tensor], ax: i64) -> OpResult<Tensor> {
@@ -196,44 +185,22 @@ fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> OpResult<(i64, i64
     Ok((s, step, count as usize))
 }
 
-/// The view Slice takes: output shape, first flat offset and per-axis strides.
-pub fn slice_view(
-    shape: &[usize],
-    starts: &[i64],
-    ends: &[i64],
-    axes: Option<&[i64]>,
-    steps: Option<&[i64]>,
-) -> OpResult<(Vec<usize>, isize, Vec<isize>)> {
-    let rank = shape.len();
-    let axes: Vec<usize> = match axes {
-        Some(a) => a.iter().map(|&v| axis(v, rank)).collect::<OpResult<_>>()?,
-        None => (0..starts.len()).collect(),
-    };
-    if starts.len() != axes.len()
-        || ends.len() != axes.len()
-        || steps.is_some_and(|s| s.len() != axes.len())
-    {
-        return op_err("Slice starts/ends/axes/steps differ in length");
-    }
-    let st = strides(shape);
-    let mut out = shape.to_vec();
-    let mut vst: Vec<isize> = st.iter().map(|&s| s as isize).collect();
-    let mut offset = 0isize;
-    for (i, &a) in axes.iter().enumerate() {
-        let step = steps.map_or(1, |s| s[i]);
-        let (first, step, count) = slice_axis(shape[a], starts[i], ends[i], step)?;
-        out[a] = count;
-        if count > 0 {
-            offset += first as isize * st[a] as isize;
-        }
-        vst[a] = step as isize * st[a] as isize;
-    }
-    Ok((out, offset, vst))
+pub fn split(x: &Tensor, ax: i64, sizes: Option<&[i64]>, outputs: usize) -> OpResult<Vec<Tensor>> {
+    let n = split_sizes(&x.shape, ax, sizes, outputs)?.len();
+    let whole = Strided::dense(&x.shape);
+    (0..n)
+        .map(|k| Ok(whole.clone().split(ax, sizes, outputs, k)?.copy_of(x)))
+        .collect()
 }
 
-pub fn split(x: &Tensor, ax: i64, sizes: Option<&[i64]>, outputs: usize) -> OpResult<Vec<Tensor>> {
-    let a = axis(ax, x.shape.len())?;
-    let dim = x.shape[a];
+/// Split's part sizes along `ax`: as given, or `outputs` equal parts (the last may be short).
+pub fn split_sizes(
+    shape: &[usize],
+    ax: i64,
+    sizes: Option<&[i64]>,
+    outputs: usize,
+) -> OpResult<Vec<usize>> {
+    let dim = shape[axis(ax, shape.len())?];
     let sizes: Vec<usize> = match sizes {
         Some(s) if s.iter().all(|&v| v >= 0) => s.iter().map(|&v| v as usize).collect(),
         Some(s) => return op_err(format!("negative Split sizes {s:?}")),
@@ -248,26 +215,166 @@ pub fn split(x: &Tensor, ax: i64, sizes: Option<&[i64]>, outputs: usize) -> OpRe
     if sizes.iter().sum::<usize>() != dim {
         return op_err(format!("Split sizes {sizes:?} do not add up to {dim}"));
     }
-    let st: Vec<isize> = strides(&x.shape).iter().map(|&s| s as isize).collect();
-    let mut at = 0;
-    Ok(sizes
-        .iter()
-        .map(|&n| {
-            let mut shape = x.shape.clone();
-            shape[a] = n;
-            let t = strided_copy(x, shape, at as isize * st[a], &st);
-            at += n;
-            t
-        })
-        .collect())
+    Ok(sizes)
 }
 
-pub fn expand(x: &Tensor, shape: &[i64]) -> OpResult<Tensor> {
+/// Where a view's elements lie in its source's buffer: element `c` of `shape` is at
+/// `offset + Σ c·strides` (a stride may be 0, broadcast, or negative, reversed). Transpose,
+/// Slice, Split and Expand are views, so one type serves their host copies, the device's copy
+/// kernel and the fused kernels that read a view in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Strided {
+    pub shape: Vec<usize>,
+    pub offset: isize,
+    pub strides: Vec<isize>,
+}
+
+impl Strided {
+    /// A whole tensor of `shape`, row-major.
+    pub fn dense(shape: &[usize]) -> Strided {
+        Strided {
+            shape: shape.to_vec(),
+            offset: 0,
+            strides: strides(shape).iter().map(|&s| s as isize).collect(),
+        }
+    }
+
+    /// Whether it reads its source as stored (offset 0, row-major).
+    pub fn is_dense(&self) -> bool {
+        *self == Strided::dense(&self.shape)
+    }
+
+    /// How far apart (in elements) its first and last elements can lie in the source.
+    pub fn span(&self) -> usize {
+        self.shape
+            .iter()
+            .zip(&self.strides)
+            .map(|(&d, &s)| d.saturating_sub(1) * s.unsigned_abs())
+            .sum()
+    }
+
+    pub fn transpose(self, perm: &[usize]) -> OpResult<Strided> {
+        let r = self.shape.len();
+        let mut seen = vec![false; r];
+        if perm.len() != r
+            || perm
+                .iter()
+                .any(|&p| p >= r || std::mem::replace(&mut seen[p], true))
+        {
+            return op_err(format!("perm {perm:?} for rank {r}"));
+        }
+        Ok(Strided {
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            offset: self.offset,
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+        })
+    }
+
+    /// ONNX Slice (axes default to the first `starts.len()`; steps to 1).
+    pub fn slice(
+        mut self,
+        starts: &[i64],
+        ends: &[i64],
+        axes: Option<&[i64]>,
+        steps: Option<&[i64]>,
+    ) -> OpResult<Strided> {
+        let rank = self.shape.len();
+        let axes: Vec<usize> = match axes {
+            Some(a) => a.iter().map(|&v| axis(v, rank)).collect::<OpResult<_>>()?,
+            None => (0..starts.len()).collect(),
+        };
+        if starts.len() != axes.len()
+            || ends.len() != axes.len()
+            || steps.is_some_and(|s| s.len() != axes.len())
+        {
+            return op_err("Slice starts/ends/axes/steps differ in length");
+        }
+        for (i, &a) in axes.iter().enumerate() {
+            let step = steps.map_or(1, |s| s[i]);
+            let (first, step, count) = slice_axis(self.shape[a], starts[i], ends[i], step)?;
+            if count > 0 {
+                self.offset += first as isize * self.strides[a];
+            }
+            self.shape[a] = count;
+            self.strides[a] *= step as isize;
+        }
+        Ok(self)
+    }
+
+    /// Part `index` of a Split.
+    pub fn split(
+        mut self,
+        ax: i64,
+        sizes: Option<&[i64]>,
+        outputs: usize,
+        index: usize,
+    ) -> OpResult<Strided> {
+        let parts = split_sizes(&self.shape, ax, sizes, outputs)?;
+        let a = axis(ax, self.shape.len())?;
+        let Some(&n) = parts.get(index) else {
+            return op_err(format!("Split part {index} of {}", parts.len()));
+        };
+        let before: usize = parts[..index].iter().sum();
+        self.offset += before as isize * self.strides[a];
+        self.shape[a] = n;
+        Ok(self)
+    }
+
+    /// Broadcast to `target` (numpy rules, as Expand and every elementwise input): new and
+    /// stretched axes read with stride 0.
+    pub fn expand(self, target: &[usize]) -> OpResult<Strided> {
+        let shape = broadcast_shape(&[&self.shape, target])?;
+        let lead = shape.len() - self.shape.len();
+        let strides = (0..shape.len())
+            .map(|d| match d.checked_sub(lead) {
+                Some(k) if self.shape[k] == shape[d] => self.strides[k],
+                _ => 0,
+            })
+            .collect();
+        Ok(Strided {
+            shape,
+            offset: self.offset,
+            strides,
+        })
+    }
+
+    /// Through each of `ops` in turn.
+    pub fn through(self, ops: &[ViewOp]) -> OpResult<Strided> {
+        ops.iter().try_fold(self, |v, op| match op {
+            ViewOp::Transpose(perm) => v.transpose(perm),
+            ViewOp::Slice {
+                starts,
+                ends,
+                axes,
+                steps,
+            } => v.slice(starts, ends, axes.as_deref(), steps.as_deref()),
+            ViewOp::Split {
+                axis,
+                sizes,
+                outputs,
+                index,
+            } => v.split(*axis, sizes.as_deref(), *outputs, *index),
+            ViewOp::Expand(target) => v.expand(&expand_target(target)?),
+        })
+    }
+
+    /// A dense copy of this view of `x` (a view built from `Strided::dense(&x.shape)`, so every
+    /// element it reads is inside `x`).
+    pub fn copy_of(self, x: &Tensor) -> Tensor {
+        strided_copy(x, self.shape, self.offset, &self.strides)
+    }
+}
+
+/// Expand's target as sizes (negative is bad input).
+fn expand_target(shape: &[i64]) -> OpResult<Vec<usize>> {
     if shape.iter().any(|&d| d < 0) {
         return op_err(format!("Expand to {shape:?}"));
     }
-    let target: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-    broadcast_to(x, &target)
+    Ok(shape.iter().map(|&d| d as usize).collect())
+}
+
+pub fn expand(x: &Tensor, shape: &[i64]) -> OpResult<Tensor> {
+    broadcast_to(x, &expand_target(shape)?)
 }
 
 fn index(i: i64, dim: usize) -> OpResult<usize> {
@@ -460,19 +567,84 @@ mod tests {
         assert_eq!(t.as_f32().unwrap(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
         assert!(transpose(&x, &[0, 0]).is_err());
         // Reverse the last axis with a negative step, as the flows' "flip" does.
-        let (shape, off, st) =
-            slice_view(&x.shape, &[-1], &[i64::MIN], Some(&[1]), Some(&[-1])).unwrap();
-        let r = strided_copy(&x, shape, off, &st);
-        assert_eq!(r.as_f32().unwrap(), [2.0, 1.0, 0.0, 5.0, 4.0, 3.0]);
-        let (shape, off, st) = slice_view(&x.shape, &[1], &[i64::MAX], None, None).unwrap();
+        let slice = |starts: &[i64], ends: &[i64], axes: Option<&[i64]>, steps: Option<&[i64]>| {
+            Strided::dense(&x.shape).slice(starts, ends, axes, steps)
+        };
+        let r = slice(&[-1], &[i64::MIN], Some(&[1]), Some(&[-1])).unwrap();
         assert_eq!(
-            strided_copy(&x, shape, off, &st).as_f32().unwrap(),
-            [3.0, 4.0, 5.0]
+            r.copy_of(&x).as_f32().unwrap(),
+            [2.0, 1.0, 0.0, 5.0, 4.0, 3.0]
         );
-        let (shape, _, _) = slice_view(&x.shape, &[5], &[9], Some(&[1]), None).unwrap();
-        assert_eq!(shape, [2, 0]);
-        assert!(slice_view(&x.shape, &[0], &[1], Some(&[0]), Some(&[0])).is_err());
-        assert!(slice_view(&x.shape, &[0, 1], &[1], None, None).is_err());
+        let r = slice(&[1], &[i64::MAX], None, None).unwrap();
+        assert_eq!(r.copy_of(&x).as_f32().unwrap(), [3.0, 4.0, 5.0]);
+        assert_eq!(slice(&[5], &[9], Some(&[1]), None).unwrap().shape, [2, 0]);
+        assert!(slice(&[0], &[1], Some(&[0]), Some(&[0])).is_err());
+        assert!(slice(&[0, 1], &[1], None, None).is_err());
+    }
+
+    /// Views of views (what a fused step reads in place) give what the movement ops give one
+    /// after another, for each kind of view: a transposed, reversed, split-off, broadcast part.
+    #[test]
+    fn chained_views_match_the_ops_one_by_one() {
+        let x = iota(&[2, 3, 4]);
+        let transposed = transpose(&x, &[2, 0, 1]).unwrap();
+        let reversed = {
+            let v = Strided::dense(&transposed.shape)
+                .slice(&[-1, 2], &[i64::MIN, 0], Some(&[0, 2]), Some(&[-2, -1]))
+                .unwrap();
+            v.copy_of(&transposed)
+        };
+        let part = split(&reversed, 1, Some(&[1, 1]), 2).unwrap().remove(1);
+        let want = expand(&part, &[3, 2, 1, 2]).unwrap();
+        let chain = [
+            ViewOp::Transpose(vec![2, 0, 1]),
+            ViewOp::Slice {
+                starts: vec![-1, 2],
+                ends: vec![i64::MIN, 0],
+                axes: Some(vec![0, 2]),
+                steps: Some(vec![-2, -1]),
+            },
+            ViewOp::Split {
+                axis: 1,
+                sizes: Some(vec![1, 1]),
+                outputs: 2,
+                index: 1,
+            },
+            ViewOp::Expand(vec![3, 2, 1, 2]),
+        ];
+        let view = Strided::dense(&x.shape).through(&chain).unwrap();
+        assert!(!view.is_dense());
+        // Two elements of the old last axis two apart, reversed (stride -2), and two of the
+        // old middle axis, reversed (stride -4); the broadcast axes add nothing.
+        assert_eq!(view.strides, [0, -2, 12, -4]);
+        assert_eq!(view.span(), 2 + 4);
+        assert_eq!(view.copy_of(&x), want);
+        assert!(Strided::dense(&[2, 3]).is_dense());
+        assert_eq!(Strided::dense(&[2, 3]).span(), 5);
+        assert!(
+            Strided::dense(&x.shape)
+                .through(&chain[..1])
+                .unwrap()
+                .transpose(&[0, 0])
+                .is_err()
+        );
+        let past = ViewOp::Split {
+            axis: 0,
+            sizes: None,
+            outputs: 2,
+            index: 2,
+        };
+        assert!(Strided::dense(&[4]).through(&[past]).is_err());
+        assert!(
+            Strided::dense(&[4])
+                .through(&[ViewOp::Expand(vec![-1])])
+                .is_err()
+        );
+        assert!(
+            Strided::dense(&[4])
+                .through(&[ViewOp::Expand(vec![3])])
+                .is_err()
+        );
     }
 
     #[test]

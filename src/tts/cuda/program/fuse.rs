@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::op::{Arg, Ew, Fused, Instr, Op, Scalar};
+use super::op::{Arg, Ew, Fused, Instr, Op, Scalar, ViewOp};
 use super::{Plan, Step, ValueId};
 use crate::tts::cuda::tensor::{Data, Tensor};
 
@@ -122,7 +122,10 @@ pub fn fuse_elementwise(plan: &mut Plan) {
             root,
             Step {
                 name: steps[root].name.clone(),
-                op: Op::Fused(Fused { instrs }),
+                op: Op::Fused(Fused {
+                    instrs,
+                    views: Vec::new(),
+                }),
                 inputs: ext.into_iter().map(Some).collect(),
                 outputs: steps[root].outputs.clone(),
             },
@@ -136,4 +139,106 @@ pub fn fuse_elementwise(plan: &mut Plan) {
             Some(_) => fused_at.remove(&i),
         })
         .collect();
+}
+
+/// The view output `index` of a movement step takes of its first input, when every parameter is
+/// a constant (Transpose, Slice, Split, Expand); `None` for any other step.
+fn view_of(plan: &Plan, step: &Step, index: usize) -> Option<ViewOp> {
+    let ints = |k: usize| -> Option<Option<Vec<i64>>> {
+        match step.inputs.get(k).copied().flatten() {
+            None => Some(None),
+            Some(v) => plan.constants.get(&v)?.ints().ok().map(Some),
+        }
+    };
+    Some(match &step.op {
+        Op::Transpose { perm } => ViewOp::Transpose(perm.clone()),
+        Op::Slice => ViewOp::Slice {
+            starts: ints(1)??,
+            ends: ints(2)??,
+            axes: ints(3)?,
+            steps: ints(4)?,
+        },
+        Op::Split { axis, outputs } => ViewOp::Split {
+            axis: *axis,
+            sizes: ints(1)?,
+            outputs: *outputs,
+            index,
+        },
+        Op::Expand => ViewOp::Expand(ints(1)??),
+        _ => return None,
+    })
+}
+
+/// Folds movement steps into the fused steps that read them: a Transpose, Slice, Split or Expand
+/// of constant parameters whose outputs only fused steps (or other such movement steps) read is
+/// removed, and each reader reads its source through the view instead (one launch and one copy
+/// fewer; the batch-1 engine was bound by launches). Runs after [`fuse_elementwise`].
+pub fn fold_views(plan: &mut Plan) {
+    let outputs: HashSet<ValueId> = [
+        plan.outputs.audio,
+        plan.outputs.durations,
+        plan.outputs.frames,
+    ]
+    .into();
+    let mut producer: HashMap<ValueId, (usize, usize)> = HashMap::new();
+    let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, s) in plan.steps.iter().enumerate() {
+        for (k, &o) in s.outputs.iter().enumerate() {
+            producer.insert(o, (i, k));
+        }
+        for &v in s.inputs.iter().flatten() {
+            consumers.entry(v).or_default().push(i);
+        }
+    }
+    // Readers come after their producers, so one pass from the end sees every reader's verdict.
+    let mut folds = vec![false; plan.steps.len()];
+    for i in (0..plan.steps.len()).rev() {
+        let s = &plan.steps[i];
+        folds[i] = s.inputs.first().copied().flatten().is_some()
+            && (0..s.outputs.len()).all(|k| view_of(plan, s, k).is_some())
+            && s.outputs.iter().all(|o| {
+                !outputs.contains(o)
+                    && consumers
+                        .get(o)
+                        .into_iter()
+                        .flatten()
+                        .all(|&c| folds[c] || matches!(plan.steps[c].op, Op::Fused(_)))
+            });
+    }
+    let mut chains: Vec<(usize, usize, ValueId, Vec<ViewOp>)> = Vec::new();
+    for (i, s) in plan.steps.iter().enumerate() {
+        if !matches!(s.op, Op::Fused(_)) {
+            continue;
+        }
+        for (k, v) in s.inputs.iter().enumerate() {
+            let (Some(mut v), mut chain) = (*v, Vec::new()) else {
+                continue;
+            };
+            while let Some(&(p, out)) = producer.get(&v).filter(|(p, _)| folds[*p]) {
+                let step = &plan.steps[p];
+                chain.push(view_of(plan, step, out).expect("a folded step is a view"));
+                v = step.inputs[0].expect("a folded step has its input");
+            }
+            if !chain.is_empty() {
+                chain.reverse();
+                chains.push((i, k, v, chain));
+            }
+        }
+    }
+    for (i, k, source, chain) in chains {
+        let s = &mut plan.steps[i];
+        s.inputs[k] = Some(source);
+        let Op::Fused(f) = &mut s.op else {
+            unreachable!("chains start at fused steps")
+        };
+        if f.views.len() <= k {
+            f.views.resize(k + 1, Vec::new());
+        }
+        f.views[k] = chain;
+    }
+    let mut i = 0;
+    plan.steps.retain(|_| {
+        i += 1;
+        !folds[i - 1]
+    });
 }

@@ -98,13 +98,15 @@ pub enum PlanError {
 }
 
 impl Plan {
-    /// Builds the FP32 plan: parse, fold, prune, type, split conv biases, fuse elementwise chains.
+    /// Builds the FP32 plan: parse, fold, prune, type, split conv biases, fuse elementwise chains,
+    /// fold movement steps into the fused steps that read them.
     pub fn build(model: &Model) -> Result<Plan, PlanError> {
         let mut plan = Self::from_graph(model)?;
         plan.fold_constants()?;
         plan.prune();
         plan.split_conv_bias();
         fuse::fuse_elementwise(&mut plan);
+        fuse::fold_views(&mut plan);
         plan.prune();
         Ok(plan)
     }

@@ -97,9 +97,41 @@ pub struct Instr {
 }
 
 /// A chain of elementwise operations evaluated in one pass; the last instruction is the output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Fused {
     pub instrs: Vec<Instr>,
+    /// Per input (missing: none), the movement steps folded into this one, source first: the
+    /// input is read through their view instead of from a copy (see
+    /// [`fold_views`](super::fuse::fold_views)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub views: Vec<Vec<ViewOp>>,
+}
+
+impl Fused {
+    /// The views input `k` is read through (none for most inputs).
+    pub fn views_of(&self, k: usize) -> &[ViewOp] {
+        self.views.get(k).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A movement step with constant parameters, as a view of its input: no data is moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ViewOp {
+    Transpose(Vec<usize>),
+    Slice {
+        starts: Vec<i64>,
+        ends: Vec<i64>,
+        axes: Option<Vec<i64>>,
+        steps: Option<Vec<i64>>,
+    },
+    /// Output `index` of a Split.
+    Split {
+        axis: i64,
+        sizes: Option<Vec<i64>>,
+        outputs: usize,
+        index: usize,
+    },
+    Expand(Vec<i64>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -134,10 +134,12 @@ fn writes_half(s: &Step) -> bool {
     }
 }
 
-/// Whether a step can read its input `k` as an FP16 activation.
+/// Whether a step can read its input `k` as an FP16 activation. A fused step's input read through
+/// folded views cannot: a view too wide for 32-bit indices is copied out first, by the FP32 copy.
 fn reads_half(s: &Step, k: usize) -> bool {
     match &s.op {
-        Op::Fused(_) | Op::Shape => true,
+        Op::Fused(f) => f.views_of(k).is_empty(),
+        Op::Shape => true,
         Op::Conv(c) | Op::ConvTranspose(c) => {
             k == 0 && c.precision == Precision::F16 && c.group == 1
         }

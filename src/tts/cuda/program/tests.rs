@@ -1,6 +1,6 @@
 //! Planner tests on small Piper-shaped graphs built in protobuf form.
 
-use super::op::{Arg, ConvSpec, Ew, Fused, Instr, Op, Precision, Unary};
+use super::op::{Arg, ConvSpec, Ew, Fused, Instr, Op, Precision, Unary, ViewOp};
 use super::*;
 use crate::tts::cuda::io::Feed;
 use crate::tts::cuda::onnx::tests::{attr_int, model, node, tensor_f32};
@@ -259,6 +259,7 @@ fn decoder(matmul: bool) -> Plan {
     };
     let unary = |u| {
         Op::Fused(Fused {
+            views: Vec::new(),
             instrs: vec![Instr::f32(Ew::Unary(u), &[Arg::Input(0)])],
         })
     };
@@ -331,4 +332,161 @@ fn a_plan_read_from_a_file_with_impossible_fp16_marks_is_refused() {
             "{why}: {err}"
         );
     }
+}
+
+/// Movement steps around fused steps: Transpose → Split → (a reversing Slice of one part) read
+/// only by a fused Add; a Slice also read by a ReduceSum (kept); an Expand whose shape is
+/// computed (kept). `scales` stands for any runtime value: the test feeds it a `[2, 3, 4]` tensor.
+fn movements() -> Plan {
+    let mut values: Vec<Value> = (0..21)
+        .map(|i| Value {
+            name: format!("v{i}"),
+            dtype: DType::F32,
+            half: false,
+        })
+        .collect();
+    for i in [0, 1, 10, 11, 12, 13, 14, 15, 18, 20] {
+        values[i].dtype = DType::I64;
+    }
+    let ints = |v: &[i64]| Tensor::i64(vec![v.len()], v.to_vec());
+    let add = |a, b| {
+        Op::Fused(Fused {
+            views: Vec::new(),
+            instrs: vec![Instr::f32(
+                Ew::Binary(op::Binary::Add),
+                &[Arg::Input(a), Arg::Input(b)],
+            )],
+        })
+    };
+    let step = |name: &str, op, inputs: &[Option<usize>], outputs: &[usize]| Step {
+        name: name.into(),
+        op,
+        inputs: inputs.to_vec(),
+        outputs: outputs.to_vec(),
+    };
+    let steps = vec![
+        step(
+            "t",
+            Op::Transpose {
+                perm: vec![2, 0, 1],
+            },
+            &[Some(2)],
+            &[3],
+        ),
+        step(
+            "split",
+            Op::Split {
+                axis: 1,
+                outputs: 2,
+            },
+            &[Some(3), Some(10)],
+            &[4, 5],
+        ),
+        step(
+            "flip",
+            Op::Slice,
+            &[Some(4), Some(11), Some(12), Some(13), Some(14)],
+            &[6],
+        ),
+        step("sum", add(0, 1), &[Some(6), Some(5)], &[7]),
+        step(
+            "kept",
+            Op::Slice,
+            &[Some(2), Some(15), Some(20), Some(13), None],
+            &[8],
+        ),
+        step(
+            "reduce",
+            Op::Reduce {
+                kind: op::ReduceKind::Sum,
+                axes: Some(vec![2]),
+                keep_dims: true,
+            },
+            &[Some(8)],
+            &[9],
+        ),
+        step("both", add(0, 1), &[Some(8), Some(9)], &[16]),
+        step("shape", Op::Shape, &[Some(16)], &[18]),
+        step("expand", Op::Expand, &[Some(9), Some(18)], &[17]),
+        step("out", add(0, 1), &[Some(16), Some(17)], &[19]),
+    ];
+    Plan {
+        values,
+        constants: [
+            (10, ints(&[1, 1])),
+            (11, ints(&[-1])),
+            (12, ints(&[i64::MIN])),
+            (13, ints(&[2])),
+            (14, ints(&[-1])),
+            (15, ints(&[1])),
+            (20, ints(&[3])),
+        ]
+        .into(),
+        steps,
+        inputs: Inputs {
+            ids: 0,
+            lengths: 1,
+            scales: 2,
+            speaker: None,
+        },
+        outputs: Outputs {
+            audio: 7,
+            durations: 19,
+            frames: 0,
+        },
+    }
+}
+
+/// Runs a plan's steps on the host from `scales` alone.
+fn run_on_host(plan: &Plan, scales: &Tensor) -> HashMap<ValueId, Tensor> {
+    let mut env: HashMap<ValueId, Tensor> = plan.constants.clone();
+    env.insert(plan.inputs.scales, scales.clone());
+    let mut rng = fastrand::Rng::with_seed(0);
+    for s in &plan.steps {
+        let ins: Vec<Option<&Tensor>> = s.inputs.iter().map(|v| v.map(|v| &env[&v])).collect();
+        let outs = ops::run(&s.op, &ins, &mut rng).unwrap();
+        env.extend(s.outputs.iter().copied().zip(outs));
+    }
+    env
+}
+
+#[test]
+fn movement_steps_read_only_by_fused_steps_fold_into_them() {
+    let mut plan = movements();
+    let x = Tensor::f32(vec![2, 3, 4], (0..24).map(|v| v as f32 * 0.5).collect());
+    let before = run_on_host(&plan, &x);
+    fuse::fold_views(&mut plan);
+    let names: Vec<&str> = plan.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["sum", "kept", "reduce", "both", "shape", "expand", "out"]
+    );
+    let sum = &plan.steps[0];
+    assert_eq!(sum.inputs, [Some(2), Some(2)], "both read the source");
+    let Op::Fused(f) = &sum.op else {
+        unreachable!()
+    };
+    let part = |index| ViewOp::Split {
+        axis: 1,
+        sizes: Some(vec![1, 1]),
+        outputs: 2,
+        index,
+    };
+    let flip = ViewOp::Slice {
+        starts: vec![-1],
+        ends: vec![i64::MIN],
+        axes: Some(vec![2]),
+        steps: Some(vec![-1]),
+    };
+    let t = ViewOp::Transpose(vec![2, 0, 1]);
+    assert_eq!(f.views, [vec![t.clone(), part(0), flip], vec![t, part(1)]]);
+    let after = run_on_host(&plan, &x);
+    for v in [7, 19] {
+        assert_eq!(after[&v], before[&v], "value {v}");
+    }
+    // Read by a ReduceSum too, the kept Slice stays a step of its own.
+    let Op::Fused(both) = &plan.steps[3].op else {
+        unreachable!()
+    };
+    assert!(both.views.iter().all(Vec::is_empty));
 }

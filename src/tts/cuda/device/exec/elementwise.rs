@@ -1,10 +1,12 @@
 //! Elementwise steps: the planner's fused chains (one generated kernel per chain, inputs
-//! broadcast by strides; its vector form where the rows allow).
+//! broadcast by strides, or read in place through the views folded into them; its vector form
+//! where the rows allow).
 
 use super::{DeviceExecutor, Family, Slots, step_err};
-use crate::tts::cuda::device::kernels::{VEC, vector_rows};
+use crate::tts::cuda::device::kernels::{NARROW_MAX, VEC, vector_rows};
 use crate::tts::cuda::device::memory::{self, Params, dims, strides};
 use crate::tts::cuda::ops::broadcast;
+use crate::tts::cuda::ops::movement::Strided;
 use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::Op;
 use crate::tts::cuda::tensor::numel;
@@ -15,12 +17,20 @@ impl DeviceExecutor {
         let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
         let st = self.stream();
         Ok(Some(match &s.op {
-            Op::Fused(_) => {
+            Op::Fused(f) => {
+                // Each input as the kernel reads it: in place, through its folded views.
                 let mut ins = Vec::new();
                 for k in 0..s.inputs.len() {
-                    ins.push(self.in_dev(slots, s, k)?);
+                    let mut t = self.in_dev(slots, s, k)?;
+                    let mut v = Strided::dense(&t.shape).through(f.views_of(k)).map_err(e)?;
+                    // A view wider than the kernels' 32-bit offsets is copied out first.
+                    if !f.views_of(k).is_empty() && v.span() > NARROW_MAX {
+                        t = self.view(&t, v)?;
+                        v = Strided::dense(&t.shape);
+                    }
+                    ins.push((t, v));
                 }
-                let shapes: Vec<&[usize]> = ins.iter().map(|t| t.shape.as_slice()).collect();
+                let shapes: Vec<&[usize]> = ins.iter().map(|(_, v)| v.shape.as_slice()).collect();
                 let shape = broadcast::broadcast_shape(&shapes).map_err(e)?;
                 let value = &self.plan.values[s.outputs[0]];
                 let out = if value.half {
@@ -35,22 +45,25 @@ impl DeviceExecutor {
                 let n = numel(&shape);
                 let len = shape.last().copied().unwrap_or(1).max(1);
                 let grid = memory::row_grid(len, n / len).filter(|_| shape.len() >= 2);
-                let by_input: Vec<(u64, Vec<isize>)> = ins
-                    .iter()
-                    .map(|t| {
-                        let bs = broadcast::broadcast_strides(&t.shape, &shape);
-                        (t.ptr(), bs.iter().map(|&v| v as isize).collect())
-                    })
-                    .collect();
+                let mut by_input: Vec<(u64, Vec<isize>)> = Vec::with_capacity(ins.len());
+                let mut dense = Vec::with_capacity(ins.len());
+                for (t, v) in &ins {
+                    dense.push(v.is_dense() && v.shape == shape);
+                    let start = t
+                        .ptr()
+                        .wrapping_add_signed(v.offset as i64 * t.elem_size() as i64);
+                    let b = v.clone().expand(&shape).map_err(e)?;
+                    by_input.push((start, b.strides));
+                }
                 let mut p = Params::new();
                 if grid.is_some() {
                     p.push(len as i64).push((n / len) as i64);
                 }
                 p.push(n as i64).push(dims(&shape)?).push(out.ptr());
-                for ((ptr, bs), t) in by_input.iter().zip(&ins) {
+                for ((ptr, bs), dense) in by_input.iter().zip(&dense) {
                     p.push(*ptr).push(strides(bs));
                     if grid.is_none() {
-                        p.push(i32::from(t.shape == shape));
+                        p.push(i32::from(*dense));
                     }
                 }
                 match grid {

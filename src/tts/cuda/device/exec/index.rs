@@ -3,6 +3,7 @@
 use super::{DeviceExecutor, Family, Slots, step_err};
 use crate::tts::cuda::device::kernels::type_suffix;
 use crate::tts::cuda::device::memory::{self, Params, dims, strides};
+use crate::tts::cuda::ops::movement::Strided;
 use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::Op;
 use crate::tts::cuda::tensor::numel;
@@ -85,8 +86,7 @@ impl DeviceExecutor {
                     if upd.len() != tuples * slice {
                         return Err(step_err(i, s, "updates"));
                     }
-                    let dense: Vec<isize> = ds.clone();
-                    let out = self.view(&x, x.shape.clone(), 0, &dense)?;
+                    let out = self.view(&x, Strided::dense(&x.shape))?;
                     let mut p = Params::new();
                     p.push((tuples * slice) as i64)
                         .push(out.ptr())

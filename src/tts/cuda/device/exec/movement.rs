@@ -5,7 +5,7 @@ use super::{DeviceExecutor, Family, Slots, step_err};
 use crate::tts::cuda::device::GpuError;
 use crate::tts::cuda::device::kernels::type_suffix;
 use crate::tts::cuda::device::memory::{self, DevTensor, Params, dims, strides};
-use crate::tts::cuda::ops::{broadcast, movement};
+use crate::tts::cuda::ops::movement::{self, Strided};
 use crate::tts::cuda::program::Step;
 use crate::tts::cuda::program::op::Op;
 use crate::tts::cuda::tensor::{DType, numel};
@@ -38,13 +38,8 @@ impl DeviceExecutor {
             }
             Op::Transpose { perm } => {
                 let x = self.in_dev(slots, s, 0)?;
-                let st_in = crate::tts::cuda::tensor::strides(&x.shape);
-                if perm.len() != x.shape.len() {
-                    return Err(step_err(i, s, "perm rank"));
-                }
-                let shape: Vec<usize> = perm.iter().map(|&p| x.shape[p]).collect();
-                let vs: Vec<isize> = perm.iter().map(|&p| st_in[p] as isize).collect();
-                vec![self.view(&x, shape, 0, &vs)?]
+                let v = Strided::dense(&x.shape).transpose(perm).map_err(e)?;
+                vec![self.view(&x, v)?]
             }
             Op::Slice => {
                 let x = self.in_dev(slots, s, 0)?;
@@ -59,17 +54,29 @@ impl DeviceExecutor {
                     .map(|t| t.ints())
                     .transpose()
                     .map_err(e)?;
-                let (shape, off, vs) = movement::slice_view(
-                    &x.shape,
-                    &starts,
-                    &ends,
-                    axes.as_deref(),
-                    steps.as_deref(),
-                )
-                .map_err(e)?;
-                vec![self.view(&x, shape, off, &vs)?]
+                let v = Strided::dense(&x.shape)
+                    .slice(&starts, &ends, axes.as_deref(), steps.as_deref())
+                    .map_err(e)?;
+                vec![self.view(&x, v)?]
             }
-            Op::Split { axis, outputs } => self.split(i, s, slots, *axis, *outputs)?,
+            Op::Split { axis, outputs } => {
+                let x = self.in_dev(slots, s, 0)?;
+                let sizes = self
+                    .in_host(slots, s, 1)?
+                    .map(|t| t.ints())
+                    .transpose()
+                    .map_err(e)?;
+                let parts = movement::split_sizes(&x.shape, *axis, sizes.as_deref(), *outputs)
+                    .map_err(e)?;
+                let mut outs = Vec::with_capacity(parts.len());
+                for k in 0..parts.len() {
+                    let v = Strided::dense(&x.shape)
+                        .split(*axis, sizes.as_deref(), *outputs, k)
+                        .map_err(e)?;
+                    outs.push(self.view(&x, v)?);
+                }
+                outs
+            }
             Op::Expand => {
                 let x = self.in_dev(slots, s, 0)?;
                 let target: Vec<usize> = self
@@ -77,62 +84,13 @@ impl DeviceExecutor {
                     .iter()
                     .map(|&d| d.max(0) as usize)
                     .collect();
-                let shape = broadcast::broadcast_shape(&[&x.shape, &target]).map_err(e)?;
-                let bs: Vec<isize> = broadcast::broadcast_strides(&x.shape, &shape)
-                    .iter()
-                    .map(|&v| v as isize)
-                    .collect();
-                vec![self.view(&x, shape, 0, &bs)?]
+                let v = Strided::dense(&x.shape).expand(&target).map_err(e)?;
+                vec![self.view(&x, v)?]
             }
             Op::Concat { axis } => vec![self.concat(i, s, slots, *axis)?],
             Op::Pad => vec![self.pad(i, s, slots)?],
             _ => return Ok(None),
         }))
-    }
-
-    /// Split: views of `x` along `axis`, by the sizes given or in equal parts.
-    fn split(
-        &mut self,
-        i: usize,
-        s: &Step,
-        slots: &mut Slots,
-        axis: i64,
-        outputs: usize,
-    ) -> Result<Vec<DevTensor>, GpuError> {
-        let e = |m: crate::tts::cuda::tensor::OpError| step_err(i, s, m.0);
-        let x = self.in_dev(slots, s, 0)?;
-        let sizes = self
-            .in_host(slots, s, 1)?
-            .map(|t| t.ints())
-            .transpose()
-            .map_err(e)?;
-        let a = crate::tts::cuda::tensor::axis(axis, x.shape.len()).map_err(e)?;
-        let dim = x.shape[a];
-        let sizes: Vec<usize> = match sizes {
-            Some(v) => v.iter().map(|&n| n.max(0) as usize).collect(),
-            None => {
-                let part = dim.div_ceil((outputs).max(1));
-                (0..outputs)
-                    .map(|k| part.min(dim.saturating_sub(k * part)))
-                    .collect()
-            }
-        };
-        if sizes.iter().sum::<usize>() != dim {
-            return Err(step_err(i, s, "split sizes"));
-        }
-        let stv: Vec<isize> = crate::tts::cuda::tensor::strides(&x.shape)
-            .iter()
-            .map(|&v| v as isize)
-            .collect();
-        let mut at = 0;
-        let mut outs = Vec::new();
-        for n in sizes {
-            let mut shape = x.shape.clone();
-            shape[a] = n;
-            outs.push(self.view(&x, shape, at as isize * stv[a], &stv)?);
-            at += n;
-        }
-        Ok(outs)
     }
 
     /// Concat: every input placed into one new tensor along `axis`.
@@ -218,27 +176,21 @@ impl DeviceExecutor {
         Ok(out)
     }
 
-    /// A dense copy of the strided view `off + Σ c·vs` of `x`.
-    pub(super) fn view(
-        &self,
-        x: &DevTensor,
-        shape: Vec<usize>,
-        off: isize,
-        vs: &[isize],
-    ) -> Result<DevTensor, GpuError> {
+    /// A dense copy of the view `v` of `x`.
+    pub(super) fn view(&self, x: &DevTensor, v: Strided) -> Result<DevTensor, GpuError> {
         let st = self.stream();
-        let out = memory::empty(st, x.dtype, shape.clone())?;
+        let out = memory::empty(st, x.dtype, v.shape.clone())?;
         let mut p = Params::new();
-        p.push(numel(&shape) as i64)
-            .push(dims(&shape)?)
+        p.push(numel(&v.shape) as i64)
+            .push(dims(&v.shape)?)
             .push(out.ptr())
             .push(x.ptr())
-            .push(off as i64)
-            .push(strides(vs));
+            .push(v.offset as i64)
+            .push(strides(&v.strides));
         p.launch_unrolled(
             self.f(&format!("view_{}", type_suffix(x.dtype)))?,
             st,
-            numel(&shape),
+            numel(&v.shape),
         )?;
         Ok(out)
     }

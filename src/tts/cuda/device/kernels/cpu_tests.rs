@@ -9,9 +9,10 @@ use libloading::Library;
 
 use super::{Stored, fixed_source, fused_kernel, mma};
 use crate::tts::cuda::device::memory::{Dims, Strides, dims, strides};
-use crate::tts::cuda::ops::{broadcast, elementwise, linalg};
+use crate::tts::cuda::ops::movement::Strided;
+use crate::tts::cuda::ops::{self, broadcast, elementwise, linalg};
 use crate::tts::cuda::program::op::{
-    Arg, Binary, ConvSpec, Ew, Fused, Instr, Precision, Scalar, Unary,
+    Arg, Binary, ConvSpec, Ew, Fused, Instr, Op, Precision, Scalar, Unary, ViewOp,
 };
 use crate::tts::cuda::quant;
 use crate::tts::cuda::tensor::{DType, Tensor};
@@ -386,6 +387,7 @@ fn depthwise_convolution_matches_the_host_op() {
 #[test]
 fn a_fused_kernel_broadcasts_as_the_host_ops_do() {
     let fused = Fused {
+        views: Vec::new(),
         instrs: vec![
             Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
             Instr::f32(Ew::Unary(Unary::LeakyRelu(0.1)), &[Arg::Temp(0)]),
@@ -630,6 +632,7 @@ fn half_activations_through_im2col_and_col2im_round_only_at_the_store() {
 #[test]
 fn a_fused_kernel_over_half_activations_rounds_the_fp32_result() {
     let fused = Fused {
+        views: Vec::new(),
         instrs: vec![
             Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
             Instr::f32(Ew::Unary(Unary::LeakyRelu(0.1)), &[Arg::Temp(0)]),
@@ -700,11 +703,108 @@ fn each_row_block(rows: usize, mut run: impl FnMut((u32, u32, u32, u32))) {
     }
 }
 
+/// A fused kernel reading an input through folded views (transposed, reversed by a negative
+/// step, broadcast) in place, from an offset start: flat and row forms give the host's result
+/// for the same plan step, which copies the view out first.
+#[test]
+fn a_fused_kernel_reads_a_folded_view_in_place() {
+    let fused = Fused {
+        instrs: vec![
+            Instr::f32(Ew::Binary(Binary::Mul), &[Arg::Input(0), Arg::Input(1)]),
+            Instr::f32(Ew::Unary(Unary::Tanh), &[Arg::Temp(0)]),
+        ],
+        views: vec![vec![
+            ViewOp::Transpose(vec![2, 0, 1]),
+            ViewOp::Slice {
+                starts: vec![-1, 2],
+                ends: vec![0, i64::MIN],
+                axes: Some(vec![0, 2]),
+                steps: Some(vec![-1, -1]),
+            },
+            ViewOp::Expand(vec![2, 1, 1, 1]),
+        ]],
+    };
+    let src = format!(
+        "{}{}",
+        fixed_source(),
+        fused_kernel(&fused, &[Stored::plain(DType::F32); 2], false, "ew_view")
+    );
+    let x = Tensor::f32(vec![2, 3, 4], values(24, 21));
+    let view = Strided::dense(&x.shape).through(&fused.views[0]).unwrap();
+    let shape = view.shape.clone();
+    assert_eq!(shape, [2, 3, 2, 3]);
+    let n = numel_of(&shape);
+    let y = Tensor::f32(shape.clone(), values(n, 22));
+    let want = ops::run(
+        &Op::Fused(fused.clone()),
+        &[Some(&x), Some(&y)],
+        &mut fastrand::Rng::with_seed(0),
+    )
+    .unwrap()
+    .remove(0);
+    let xs = strides(&view.clone().expand(&shape).unwrap().strides);
+    let ys = strides(&Strided::dense(&shape).strides);
+    // SAFETY: the view stays inside x (it was built from x's shape).
+    let start = unsafe { x.as_f32().unwrap().as_ptr().offset(view.offset) };
+    type Flat = unsafe extern "C" fn(
+        i64,
+        Dims,
+        *mut f32,
+        *const f32,
+        Strides,
+        i32,
+        *const f32,
+        Strides,
+        i32,
+    );
+    type Rows = unsafe extern "C" fn(
+        i64,
+        i64,
+        i64,
+        Dims,
+        *mut f32,
+        *const f32,
+        Strides,
+        *const f32,
+        Strides,
+    );
+    let d = dims(&shape).unwrap();
+    let yp = y.as_f32().unwrap().as_ptr();
+    for (width, k) in both_widths(&src) {
+        let mut flat = vec![0f32; n];
+        // SAFETY: buffers sized for the shape; the signature is the generated kernel's.
+        unsafe {
+            k.flat::<Flat>("ew_view")(n as i64, d, flat.as_mut_ptr(), start, xs, 0, yp, ys, 1)
+        };
+        close(&flat, want.as_f32().unwrap(), &format!("{width} flat"));
+        let (len, rows) = (shape[3], n / shape[3]);
+        let mut by_rows = vec![0f32; n];
+        each_row_block(rows, |b| {
+            // SAFETY: as above; a block past the last row returns at once.
+            unsafe {
+                k.at::<Rows>("ew_view_rows", b)(
+                    len as i64,
+                    rows as i64,
+                    n as i64,
+                    d,
+                    by_rows.as_mut_ptr(),
+                    start,
+                    xs,
+                    yp,
+                    ys,
+                )
+            }
+        });
+        assert_eq!(by_rows, flat, "{width} rows");
+    }
+}
+
 /// The row form of a fused kernel writes what the flat form does, bit for bit: a dense input, a
 /// per-channel one and a per-time one, over rows split across y and z.
 #[test]
 fn a_fused_row_kernel_matches_the_flat_one() {
     let fused = Fused {
+        views: Vec::new(),
         instrs: vec![
             Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
             Instr::f32(Ew::Binary(Binary::Mul), &[Arg::Temp(0), Arg::Input(2)]),
@@ -810,6 +910,7 @@ fn a_fused_row_kernel_matches_the_flat_one() {
 #[test]
 fn a_fused_vector_kernel_matches_the_row_form() {
     let fused = Fused {
+        views: Vec::new(),
         instrs: vec![
             Instr::f32(Ew::Binary(Binary::Add), &[Arg::Input(0), Arg::Input(1)]),
             Instr::f32(Ew::Binary(Binary::Mul), &[Arg::Temp(0), Arg::Input(2)]),
