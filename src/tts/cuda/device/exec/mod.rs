@@ -776,10 +776,20 @@ impl DeviceExecutor {
     }
 
     fn ints(&mut self, slots: &mut Slots, s: &Step, k: usize) -> Result<Vec<i64>, GpuError> {
-        let t = self
-            .in_host(slots, s, k)?
-            .ok_or_else(|| GpuError::Other(format!("{} needs input {k}", s.op.name())))?;
-        t.ints().map_err(|e| GpuError::Other(e.0))
+        self.opt_ints(slots, s, k)?
+            .ok_or_else(|| GpuError::Other(format!("{} needs input {k}", s.op.name())))
+    }
+
+    /// An optional integer input (axes, steps, sizes), on the host.
+    fn opt_ints(
+        &mut self,
+        slots: &mut Slots,
+        s: &Step,
+        k: usize,
+    ) -> Result<Option<Vec<i64>>, GpuError> {
+        self.in_host(slots, s, k)?
+            .map(|t| t.ints().map_err(|e| GpuError::Other(e.0)))
+            .transpose()
     }
 
     /// Runs a step on the device, by op family; `None` when this case has no device kernel (the

@@ -29,11 +29,7 @@ impl DeviceExecutor {
             }
             Op::Squeeze => {
                 let x = self.in_dev(slots, s, 0)?;
-                let axes = self
-                    .in_host(slots, s, 1)?
-                    .map(|t| t.ints())
-                    .transpose()
-                    .map_err(e)?;
+                let axes = self.opt_ints(slots, s, 1)?;
                 vec![x.reshaped(movement::squeeze_shape(&x.shape, axes.as_deref()).map_err(e)?)]
             }
             Op::Transpose { perm } => {
@@ -44,16 +40,8 @@ impl DeviceExecutor {
             Op::Slice => {
                 let x = self.in_dev(slots, s, 0)?;
                 let (starts, ends) = (self.ints(slots, s, 1)?, self.ints(slots, s, 2)?);
-                let axes = self
-                    .in_host(slots, s, 3)?
-                    .map(|t| t.ints())
-                    .transpose()
-                    .map_err(e)?;
-                let steps = self
-                    .in_host(slots, s, 4)?
-                    .map(|t| t.ints())
-                    .transpose()
-                    .map_err(e)?;
+                let axes = self.opt_ints(slots, s, 3)?;
+                let steps = self.opt_ints(slots, s, 4)?;
                 let v = Strided::dense(&x.shape)
                     .slice(&starts, &ends, axes.as_deref(), steps.as_deref())
                     .map_err(e)?;
@@ -61,11 +49,7 @@ impl DeviceExecutor {
             }
             Op::Split { axis, outputs } => {
                 let x = self.in_dev(slots, s, 0)?;
-                let sizes = self
-                    .in_host(slots, s, 1)?
-                    .map(|t| t.ints())
-                    .transpose()
-                    .map_err(e)?;
+                let sizes = self.opt_ints(slots, s, 1)?;
                 let parts = movement::split_sizes(&x.shape, *axis, sizes.as_deref(), *outputs)
                     .map_err(e)?;
                 let mut outs = Vec::with_capacity(parts.len());

@@ -64,12 +64,7 @@ impl DeviceExecutor {
                 }
                 let axes = match axes {
                     Some(a) => a.clone(),
-                    None => self
-                        .in_host(slots, s, 1)?
-                        .map(|t| t.ints())
-                        .transpose()
-                        .map_err(e)?
-                        .unwrap_or_default(),
+                    None => self.opt_ints(slots, s, 1)?.unwrap_or_default(),
                 };
                 let r = x.shape.len();
                 let mut ax: Vec<usize> = if axes.is_empty() {
