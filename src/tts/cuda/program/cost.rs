@@ -52,7 +52,8 @@ fn operand_size(p: Precision) -> usize {
 
 /// Bytes one step moves through device memory, given its inputs' and outputs' shapes with their
 /// element sizes (`None` for an absent input): each is read or written once, weights included
-/// (at the plan's 4 bytes, a slight overcount for FP16 and INT8 weights, which are small). A
+/// (at the plan's 4 bytes, a slight overcount for FP16 and INT8 weights, which are small; so is a
+/// fused input read through a view, counted at its source's size, which the executors see). A
 /// convolution also writes and reads its GEMM operand (im2col, or the cast of a transposed
 /// convolution's input), INT8 its 32-bit accumulators, and a transposed convolution its
 /// `[out·k, t]` product before col2im, as the device executor runs them.
