@@ -4,7 +4,7 @@
 
 use super::{DeviceExecutor, Family, Slots, step_err};
 use crate::tts::cuda::device::kernels::{NARROW_MAX, VEC, vector_rows};
-use crate::tts::cuda::device::memory::{self, Params, dims, strides};
+use crate::tts::cuda::device::memory::{self, DevTensor, Params, dims, strides};
 use crate::tts::cuda::ops::broadcast;
 use crate::tts::cuda::ops::movement::Strided;
 use crate::tts::cuda::program::Step;
@@ -18,19 +18,32 @@ impl DeviceExecutor {
         let st = self.stream();
         Ok(Some(match &s.op {
             Op::Fused(f) => {
-                // Each input as the kernel reads it: in place, through its folded views.
-                let mut ins = Vec::new();
+                // Each input as the kernel reads it: as stored, or in place through its folded
+                // views (the per-launch host work of an input without views stays as small as
+                // it was: this step runs about 540 times a batch-1 sentence).
+                let mut ins: Vec<(DevTensor, Option<Strided>)> = Vec::with_capacity(s.inputs.len());
                 for k in 0..s.inputs.len() {
-                    let mut t = self.in_dev(slots, s, k)?;
-                    let mut v = Strided::dense(&t.shape).through(f.views_of(k)).map_err(e)?;
-                    // A view wider than the kernels' 32-bit offsets is copied out first.
-                    if !f.views_of(k).is_empty() && v.span() > NARROW_MAX {
-                        t = self.view(&t, v)?;
-                        v = Strided::dense(&t.shape);
+                    let t = self.in_dev(slots, s, k)?;
+                    let views = f.views_of(k);
+                    if views.is_empty() {
+                        ins.push((t, None));
+                        continue;
                     }
-                    ins.push((t, v));
+                    let v = Strided::dense(&t.shape).through(views).map_err(e)?;
+                    // A view wider than the kernels' 32-bit offsets is copied out first.
+                    ins.push(if v.span() > NARROW_MAX {
+                        (self.view(&t, v)?, None)
+                    } else {
+                        (t, Some(v))
+                    });
                 }
-                let shapes: Vec<&[usize]> = ins.iter().map(|(_, v)| v.shape.as_slice()).collect();
+                let shapes: Vec<&[usize]> = ins
+                    .iter()
+                    .map(|(t, v)| {
+                        v.as_ref()
+                            .map_or(t.shape.as_slice(), |v| v.shape.as_slice())
+                    })
+                    .collect();
                 let shape = broadcast::broadcast_shape(&shapes).map_err(e)?;
                 let value = &self.plan.values[s.outputs[0]];
                 let out = if value.half {
@@ -48,12 +61,20 @@ impl DeviceExecutor {
                 let mut by_input: Vec<(u64, Vec<isize>)> = Vec::with_capacity(ins.len());
                 let mut dense = Vec::with_capacity(ins.len());
                 for (t, v) in &ins {
-                    dense.push(v.is_dense() && v.shape == shape);
-                    let start = t
-                        .ptr()
-                        .wrapping_add_signed(v.offset as i64 * t.elem_size() as i64);
-                    let b = v.clone().expand(&shape).map_err(e)?;
-                    by_input.push((start, b.strides));
+                    match v {
+                        None => {
+                            dense.push(t.shape == shape);
+                            let bs = broadcast::broadcast_strides(&t.shape, &shape);
+                            by_input.push((t.ptr(), bs.iter().map(|&v| v as isize).collect()));
+                        }
+                        Some(v) => {
+                            dense.push(v.is_dense() && v.shape == shape);
+                            let start = t
+                                .ptr()
+                                .wrapping_add_signed(v.offset as i64 * t.elem_size() as i64);
+                            by_input.push((start, v.clone().expand(&shape).map_err(e)?.strides));
+                        }
+                    }
                 }
                 let mut p = Params::new();
                 if grid.is_some() {
