@@ -421,22 +421,6 @@ extern "C" __global__ void dwconv_f32(i64 n, float* out, const float* x, const f
     out[i] = acc;
   }
 }
-// A small FP32 convolution read straight from its input: a thread per output element, the input
-// channels and taps summed in order. No im2col operand and no cuBLAS call: at one sentence a call
-// the duration path's convolutions were bound by those two launches' host time, not by the maths.
-// 32-bit indices: the executor runs it only where every size fits.
-extern "C" __global__ void conv_small_f32(int n, float* out, const float* x, const float* w, int cin, int t_in, int cout, int k, int t_out, int stride, int dil, int pad) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    int t = i % t_out, r = i / t_out, co = r % cout, b = r / cout;
-    const float* xb = x + b * cin * t_in;
-    const float* wr = w + co * cin * k;
-    int p0 = t * stride - pad;
-    float acc = 0.f;
-    for (int ci = 0; ci < cin; ++ci)
-      for (int j = 0; j < k; ++j) { int p = p0 + j * dil; if (p >= 0 && p < t_in) acc += wr[ci * k + j] * xb[ci * t_in + p]; }
-    out[i] = acc;
-  }
-}
 // N(mean, scale^2) from a counter-based hash (Box-Muller), so runs are reproducible per seed.
 __device__ __forceinline__ unsigned int mix(unsigned long long x) {
   x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33; return (unsigned int)x;
@@ -792,7 +776,6 @@ pub fn kernel_names(fused: &HashMap<usize, String>) -> Vec<String> {
         "half_to_f32",
         "dequant_i32",
         "dwconv_f32",
-        "conv_small_f32",
         "randn_f32",
     ] {
         names.push(n.to_owned());

@@ -331,27 +331,6 @@ impl DeviceExecutor {
             self.conv_mma(wp, x, &out, (cout, k), spec)?;
             return Ok(out);
         }
-        if !x.half && !out.half && small_conv(spec, &x.shape, &w.shape, t_out) {
-            let mut p = Params::new();
-            p.push(out.len() as i32)
-                .push(out.ptr())
-                .push(x.ptr())
-                .push(w.ptr());
-            for v in [
-                cin,
-                t,
-                cout,
-                k,
-                t_out,
-                spec.stride,
-                spec.dilation,
-                spec.pad_begin,
-            ] {
-                p.push(v as i32);
-            }
-            p.launch(self.f("conv_small_f32")?, st, out.len())?;
-            return Ok(out);
-        }
         let rows = cin * k;
         // A 1x1 convolution reads its input as the GEMM operand when it is stored in the
         // operand's type already (FP32 steps, FP16 steps over FP16 activations).
@@ -546,66 +525,5 @@ impl DeviceExecutor {
         let name = if out.half { "col2im_f16" } else { "col2im_f32" };
         p.launch_unrolled(self.f(name)?, st, out.len())?;
         Ok(out)
-    }
-}
-
-/// The most multiply-accumulates of an FP32 convolution that runs as `conv_small_f32`: the duration
-/// path's convolutions at one sentence a call (up to about 45 million), where the im2col and cuBLAS
-/// launches cost more host time than the maths costs the GPU. Larger ones (several sentences a
-/// call) stay GEMMs, which use the GPU far better.
-const SMALL_CONV_MACS: usize = 1 << 26;
-
-/// Whether a convolution of input `x` (`[b, cin, t]`) and weights `w` (`[cout, cin, k]`) to
-/// `t_out` positions runs as `conv_small_f32`: ungrouped, FP32, small enough (see
-/// [`SMALL_CONV_MACS`]), and every index it forms fits in 32 bits.
-pub(super) fn small_conv(spec: &ConvSpec, x: &[usize], w: &[usize], t_out: usize) -> bool {
-    let ([b, cin, t], [cout, cig, k]) = (x, w) else {
-        return false;
-    };
-    let fits = |n: usize| i32::try_from(n).is_ok();
-    spec.precision == Precision::F32
-        && spec.group == 1
-        && cig == cin
-        && b * cout * t_out * cin * k <= SMALL_CONV_MACS
-        && fits(b * cin * t)
-        && fits(b * cout * t_out)
-        && fits(cout * cin * k)
-        && fits(t_out * spec.stride + k * spec.dilation + spec.pad_begin)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One sentence's duration-path convolution runs small; a call of several sentences, an FP16
-    /// or grouped one, or one whose indices overflow 32 bits does not.
-    #[test]
-    fn only_small_ungrouped_fp32_convolutions_run_directly() {
-        let f32 = ConvSpec::plain(3, 1, 1, 1, 1);
-        assert!(small_conv(&f32, &[1, 192, 100], &[768, 192, 3], 100));
-        assert!(
-            !small_conv(&f32, &[8, 192, 100], &[768, 192, 3], 100),
-            "43M MACs a sentence, 8 of them"
-        );
-        let f16 = ConvSpec {
-            precision: Precision::F16,
-            ..f32.clone()
-        };
-        assert!(!small_conv(&f16, &[1, 192, 100], &[768, 192, 3], 100));
-        assert!(!small_conv(
-            &ConvSpec::plain(3, 1, 1, 1, 192),
-            &[1, 192, 100],
-            &[192, 1, 3],
-            100
-        ));
-        assert!(
-            !small_conv(&f32, &[1, 192, 100], &[768, 96, 3], 100),
-            "weights of another input"
-        );
-        assert!(
-            !small_conv(&f32, &[1, 1, 1 << 31], &[1, 1, 1], 1),
-            "32-bit indices"
-        );
-        assert!(!small_conv(&f32, &[1, 192], &[768, 192, 3], 100), "not 1-D");
     }
 }

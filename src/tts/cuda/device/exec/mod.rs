@@ -654,14 +654,7 @@ impl DeviceExecutor {
                         .is_some_and(|w| dnn_conv(&step.op, x, w).is_some())
             });
         let mma = !on_dnn && self.mma_weights.contains_key(&i);
-        // A small FP32 convolution reads its input directly (no operand), as the mma ones do.
-        let small = match (&step.op, ins.first().copied().flatten(), out_shapes.first()) {
-            (Op::Conv(c), Some((x, 4)), Some(&([_, _, t_out], 4))) if !on_dnn && !mma => self
-                .weight_shape(step)
-                .is_some_and(|w| linalg::small_conv(c, x, w, *t_out)),
-            _ => false,
-        };
-        let bytes = if mma || small {
+        let bytes = if mma {
             tensor_bytes(&ins, &out_shapes)
         } else {
             step_bytes(&step.op, &ins, &out_shapes, self.conv_path)
@@ -671,11 +664,10 @@ impl DeviceExecutor {
                 "{} {:?} {}",
                 step.op.name(),
                 c.precision,
-                match (on_dnn, mma, small) {
-                    (true, _, _) => "cudnn",
-                    (false, true, _) => "mma",
-                    (false, false, true) => "small",
-                    (false, false, false) => "gemm",
+                match (on_dnn, mma) {
+                    (true, _) => "cudnn",
+                    (false, true) => "mma",
+                    (false, false) => "gemm",
                 }
             ),
             op => op.name().to_owned(),

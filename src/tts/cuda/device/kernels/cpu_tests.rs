@@ -381,67 +381,6 @@ fn depthwise_convolution_matches_the_host_op() {
     close(&got, want.as_f32().unwrap(), "depthwise");
 }
 
-/// The small FP32 convolution (a thread per output) against the host op: strided, dilated,
-/// padded unevenly, a 1x1, and a tap reaching past both ends.
-#[test]
-fn the_small_convolution_matches_the_host_op() {
-    let k = Kernels::build(&fixed_source());
-    type Small = unsafe extern "C" fn(
-        i32,
-        *mut f32,
-        *const f32,
-        *const f32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-    );
-    let f: Small = k.flat("conv_small_f32");
-    let (b, cin, cout, t) = (2usize, 5usize, 3usize, 11usize);
-    let x = values(b * cin * t, 31);
-    for (kk, stride, dil, pad, pad_end) in [
-        (3, 1, 1, 1, 1),
-        (3, 2, 2, 3, 0),
-        (1, 1, 1, 0, 0),
-        (5, 1, 3, 2, 4),
-    ] {
-        let w = values(cout * cin * kk, 32 + kk as u64);
-        let s = ConvSpec {
-            pad_end,
-            ..ConvSpec::plain(kk, stride, dil, pad, 1)
-        };
-        let want = host_conv(&x, [b, cin, t], &w, [cout, cin, kk], &s);
-        let t_out = want.shape[2];
-        let mut got = vec![f32::NAN; b * cout * t_out];
-        // SAFETY: buffers sized for these dimensions; the signature is the kernel's.
-        unsafe {
-            f(
-                got.len() as i32,
-                got.as_mut_ptr(),
-                x.as_ptr(),
-                w.as_ptr(),
-                cin as i32,
-                t as i32,
-                cout as i32,
-                kk as i32,
-                t_out as i32,
-                stride as i32,
-                dil as i32,
-                pad as i32,
-            )
-        };
-        close(
-            &got,
-            want.as_f32().unwrap(),
-            &format!("k {kk} stride {stride} dilation {dil} pad {pad}"),
-        );
-    }
-}
-
 /// A generated fused kernel (an input broadcast over channels or over time, then LeakyReLU)
 /// against the host's elementwise ops, with one dense and one strided (broadcast) input, and
 /// with both inputs dense.
