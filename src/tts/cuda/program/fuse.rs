@@ -35,24 +35,27 @@ fn scalar(t: &Tensor) -> Option<Scalar> {
     })
 }
 
+/// The steps that read each value, in plan order.
+fn readers(steps: &[Step]) -> HashMap<ValueId, Vec<usize>> {
+    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, s) in steps.iter().enumerate() {
+        for &v in s.inputs.iter().flatten() {
+            readers.entry(v).or_default().push(i);
+        }
+    }
+    readers
+}
+
 pub fn fuse_elementwise(plan: &mut Plan) {
     let steps = std::mem::take(&mut plan.steps);
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
-    let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
     for (i, s) in steps.iter().enumerate() {
         for &o in &s.outputs {
             producer.insert(o, i);
         }
-        for &v in s.inputs.iter().flatten() {
-            consumers.entry(v).or_default().push(i);
-        }
     }
-    let outputs: HashSet<ValueId> = [
-        plan.outputs.audio,
-        plan.outputs.durations,
-        plan.outputs.frames,
-    ]
-    .into();
+    let consumers = readers(&steps);
+    let outputs: HashSet<ValueId> = plan.outputs.ids().into();
 
     let mut group_of: Vec<Option<usize>> = vec![None; steps.len()];
     let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -174,22 +177,14 @@ fn view_of(plan: &Plan, step: &Step, index: usize) -> Option<ViewOp> {
 /// removed, and each reader reads its source through the view instead (one launch and one copy
 /// fewer; the batch-1 engine was bound by launches). Runs after [`fuse_elementwise`].
 pub fn fold_views(plan: &mut Plan) {
-    let outputs: HashSet<ValueId> = [
-        plan.outputs.audio,
-        plan.outputs.durations,
-        plan.outputs.frames,
-    ]
-    .into();
+    let outputs: HashSet<ValueId> = plan.outputs.ids().into();
     let mut producer: HashMap<ValueId, (usize, usize)> = HashMap::new();
-    let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
     for (i, s) in plan.steps.iter().enumerate() {
         for (k, &o) in s.outputs.iter().enumerate() {
             producer.insert(o, (i, k));
         }
-        for &v in s.inputs.iter().flatten() {
-            consumers.entry(v).or_default().push(i);
-        }
     }
+    let consumers = readers(&plan.steps);
     // Readers come after their producers, so one pass from the end sees every reader's verdict.
     let mut folds = vec![false; plan.steps.len()];
     for i in (0..plan.steps.len()).rev() {

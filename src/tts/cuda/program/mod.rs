@@ -69,6 +69,13 @@ pub struct Outputs {
     pub frames: ValueId,
 }
 
+impl Outputs {
+    /// The three outputs' values, which every pass must keep and no executor may free.
+    pub fn ids(&self) -> [ValueId; 3] {
+        [self.audio, self.durations, self.frames]
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub values: Vec<Value>,
@@ -215,12 +222,7 @@ impl Plan {
 
     /// Drops steps and constants that no output depends on.
     pub fn prune(&mut self) {
-        let mut live: HashSet<ValueId> = [
-            self.outputs.audio,
-            self.outputs.durations,
-            self.outputs.frames,
-        ]
-        .into();
+        let mut live: HashSet<ValueId> = self.outputs.ids().into();
         let mut kept = Vec::with_capacity(self.steps.len());
         for step in std::mem::take(&mut self.steps).into_iter().rev() {
             if step.outputs.iter().any(|o| live.contains(o)) {
@@ -304,11 +306,7 @@ impl Plan {
                     .ok_or(format!("step {i} writes value {v} out of range"))? = true;
             }
         }
-        for v in [
-            self.outputs.audio,
-            self.outputs.durations,
-            self.outputs.frames,
-        ] {
+        for v in self.outputs.ids() {
             if !defined.get(v).copied().unwrap_or(false) {
                 return Err(format!("output value {v} is never computed"));
             }
@@ -325,11 +323,7 @@ impl Plan {
                 last[*v] = i;
             }
         }
-        for o in [
-            self.outputs.audio,
-            self.outputs.durations,
-            self.outputs.frames,
-        ] {
+        for o in self.outputs.ids() {
             last[o] = usize::MAX;
         }
         last

@@ -157,8 +157,7 @@ fn readers_read_half(plan: &Plan) -> Vec<bool> {
             }
         }
     }
-    let o = plan.outputs;
-    for v in [o.audio, o.durations, o.frames] {
+    for v in plan.outputs.ids() {
         ok[v] = false;
     }
     ok
