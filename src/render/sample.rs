@@ -291,7 +291,6 @@ impl Rgb {
             0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12,
             13, 14, -1, -1, -1, -1,
         );
-        let base = self.data.as_ptr();
         let (xs, ys) = (_mm256_srai_epi32::<8>(vx), _mm256_srai_epi32::<8>(vy));
         let x0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_srai_epi32::<8>(xs), zero), vcx);
         let y0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_srai_epi32::<8>(ys), zero), vcy);
@@ -303,17 +302,8 @@ impl Rgb {
             _mm256_add_epi32(_mm256_add_epi32(x0, x0), x0),
         );
         let i2 = _mm256_add_epi32(i, vstride);
-        // SAFETY: x0 <= width - 2 and y0 <= height - 2, so the four bytes at i and at
-        // i + 2 (the pixel and its right neighbour), and at those plus one row, end at
-        // most at (height - 1)·stride + width·3, the data's length; the offsets fit an i32.
-        let (ta, tb, ba, bb) = unsafe {
-            (
-                _mm256_i32gather_epi32::<1>(base.cast(), i),
-                _mm256_i32gather_epi32::<1>(base.add(2).cast(), i),
-                _mm256_i32gather_epi32::<1>(base.cast(), i2),
-                _mm256_i32gather_epi32::<1>(base.add(2).cast(), i2),
-            )
-        };
+        // SAFETY: AVX2 as this function; x0 <= width - 2 and y0 <= height - 2, as asked.
+        let [ta, tb, ba, bb] = unsafe { self.neighbourhoods_avx2(x0, y0, i, i2) };
         let mut px = _mm256_setzero_si256();
         // Channel k: the left pixel's byte k of `*a`, the right one's byte k + 1 of `*b`.
         macro_rules! channel {
@@ -344,6 +334,99 @@ impl Rgb {
             );
         }
         out
+    }
+}
+
+impl Rgb {
+    /// The 2×2 neighbourhoods of eight pixels whose top-left corners are `(x0, y0)`, at byte
+    /// offsets `i` (top) and `i2` (bottom): for each pixel, the four bytes at its offset and
+    /// the four from two bytes on, top and bottom. Where [`window_avx2`](Self::window_avx2)
+    /// allows, each half's two rows are loaded once and the bytes shuffled out; otherwise they
+    /// are gathered, which costs most of a sample on CPUs whose gathers are slow (AMD's Zen 4
+    /// among them). Both give the same bytes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `0 <= x0 <= width - 2`, `0 <= y0 <= height - 2` and the
+    /// offsets are theirs (`i = y0·stride + 3·x0`, `i2 = i + stride`) and fit an `i32`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn neighbourhoods_avx2(
+        &self,
+        x0: std::arch::x86_64::__m256i,
+        y0: std::arch::x86_64::__m256i,
+        i: std::arch::x86_64::__m256i,
+        i2: std::arch::x86_64::__m256i,
+    ) -> [std::arch::x86_64::__m256i; 4] {
+        use std::arch::x86_64::*;
+        let base = self.data.as_ptr();
+        if let Some(span) = self.window_avx2(x0, y0, i2) {
+            let stride = self.width * 3;
+            let (lo, hi) = (
+                _mm256_extract_epi32::<0>(i) as usize,
+                _mm256_extract_epi32::<4>(i) as usize,
+            );
+            // SAFETY: both halves' offsets plus a row plus 16 bytes are inside the data
+            // (`window_avx2` checked it for every lane).
+            let (top, bottom) = unsafe {
+                (
+                    _mm256_loadu2_m128i(base.add(hi).cast(), base.add(lo).cast()),
+                    _mm256_loadu2_m128i(base.add(hi + stride).cast(), base.add(lo + stride).cast()),
+                )
+            };
+            // Lane k's bytes start 3·span bytes into its half's window (at most 9, so the
+            // right pixel's last byte, 5 further on, is still in the window's 16).
+            let off = _mm256_add_epi32(_mm256_add_epi32(span, span), span);
+            let spread = _mm256_setr_epi8(
+                0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8,
+                8, 8, 12, 12, 12, 12,
+            );
+            let left = _mm256_add_epi32(
+                _mm256_shuffle_epi8(off, spread),
+                _mm256_set1_epi32(0x0302_0100),
+            );
+            let right = _mm256_add_epi32(left, _mm256_set1_epi32(0x0202_0202));
+            return [
+                _mm256_shuffle_epi8(top, left),
+                _mm256_shuffle_epi8(top, right),
+                _mm256_shuffle_epi8(bottom, left),
+                _mm256_shuffle_epi8(bottom, right),
+            ];
+        }
+        // SAFETY: x0 <= width - 2 and y0 <= height - 2, so the four bytes at i and at
+        // i + 2 (the pixel and its right neighbour), and at those plus one row, end at
+        // most at (height - 1)·stride + width·3, the data's length; the offsets fit an i32.
+        unsafe {
+            [
+                _mm256_i32gather_epi32::<1>(base.cast(), i),
+                _mm256_i32gather_epi32::<1>(base.add(2).cast(), i),
+                _mm256_i32gather_epi32::<1>(base.cast(), i2),
+                _mm256_i32gather_epi32::<1>(base.add(2).cast(), i2),
+            ]
+        }
+    }
+
+    /// Each pixel's column past its half's first (pixels 0-3 and 4-7), when every half lies on
+    /// one source row within four pixels of its first, and sixteen bytes from each half's
+    /// first offset, top and bottom, lie inside the data (at the last row's right end they do
+    /// not): a warp that moves pixels by a smooth, small amount, as the head's and most of the
+    /// mouth's do. `None` otherwise.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn window_avx2(
+        &self,
+        x0: std::arch::x86_64::__m256i,
+        y0: std::arch::x86_64::__m256i,
+        i2: std::arch::x86_64::__m256i,
+    ) -> Option<std::arch::x86_64::__m256i> {
+        use std::arch::x86_64::*;
+        let span = _mm256_sub_epi32(x0, _mm256_shuffle_epi32::<0>(x0));
+        let near = _mm256_cmpeq_epi32(_mm256_min_epu32(span, _mm256_set1_epi32(3)), span);
+        let one_row = _mm256_cmpeq_epi32(y0, _mm256_shuffle_epi32::<0>(y0));
+        let room = _mm256_cmpgt_epi32(_mm256_set1_epi32(self.data.len() as i32 - 15), i2);
+        let ok = _mm256_and_si256(_mm256_and_si256(near, one_row), room);
+        (_mm256_movemask_epi8(ok) == -1).then_some(span)
     }
 }
 
@@ -486,6 +569,91 @@ mod tests {
             }
         }
         assert_eq!(rows, 6000);
+    }
+
+    /// The rows loaded once and shuffled give the gathers' bytes: for eight neighbourhoods
+    /// along smooth rows (the window), and for scattered ones, ones crossing a row, and ones
+    /// at the image's last row (gathered); the window is taken where it may be and only there.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn windowed_neighbourhoods_are_the_gathered_ones() {
+        use std::arch::x86_64::*;
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            eprintln!("no AVX2 on this CPU: only the scalar samplers run here");
+            return;
+        }
+        let mut rng = fastrand::Rng::with_seed(12);
+        let (mut windowed, mut gathered) = (0, 0);
+        for _ in 0..200 {
+            let (w, h) = (rng.usize(8..60), rng.usize(2..30));
+            let img = image::RgbImage::from_fn(w as u32, h as u32, |_, _| {
+                image::Rgb([rng.u8(..), rng.u8(..), rng.u8(..)])
+            });
+            let r = Rgb::from_image(&img);
+            for _ in 0..50 {
+                // Smooth: one row, steps of 0 to 1 px; else any corners.
+                let smooth = rng.bool();
+                let (mut x, y) = (rng.i32(0..w as i32 - 1), rng.i32(0..h as i32 - 1));
+                let corners: [(i32, i32); 8] = std::array::from_fn(|_| {
+                    if smooth {
+                        x = (x + rng.i32(0..2)).min(w as i32 - 2);
+                        (x, y)
+                    } else {
+                        (rng.i32(0..w as i32 - 1), rng.i32(0..h as i32 - 1))
+                    }
+                });
+                let stride = (w * 3) as i32;
+                let lanes = |f: &dyn Fn((i32, i32)) -> i32| {
+                    let v = corners.map(f);
+                    // SAFETY: `v` has the eight i32 an unaligned 256-bit load reads.
+                    unsafe { _mm256_loadu_si256(v.as_ptr().cast()) }
+                };
+                let x0 = lanes(&|c| c.0);
+                let y0 = lanes(&|c| c.1);
+                let i = lanes(&|c| c.1 * stride + 3 * c.0);
+                let i2 = lanes(&|c| (c.1 + 1) * stride + 3 * c.0);
+                // SAFETY: AVX2 was detected above; the corners are inside, one short of the
+                // last row and column, and the offsets theirs.
+                let (fits, got) = unsafe {
+                    (
+                        r.window_avx2(x0, y0, i2).is_some(),
+                        r.neighbourhoods_avx2(x0, y0, i, i2),
+                    )
+                };
+                let word = |at: usize| u32::from_le_bytes(r.data[at..at + 4].try_into().unwrap());
+                for (k, &(cx, cy)) in corners.iter().enumerate() {
+                    let at = (cy * stride + 3 * cx) as usize;
+                    let want = [
+                        word(at),
+                        word(at + 2),
+                        word(at + w * 3),
+                        word(at + w * 3 + 2),
+                    ];
+                    let got = got.map(|v| {
+                        let mut out = [0u32; 8];
+                        // SAFETY: `out` has the 32 bytes an unaligned 256-bit store writes.
+                        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+                        out[k]
+                    });
+                    assert_eq!(got, want, "{w}x{h}, lane {k} of {corners:?}");
+                }
+                let past_end = corners
+                    .iter()
+                    .any(|c| ((c.1 + 1) * stride + 3 * c.0 + 16) as usize > r.data.len());
+                if smooth && !past_end {
+                    assert!(fits, "{w}x{h}: {corners:?} lie in one window");
+                }
+                if fits {
+                    windowed += 1;
+                } else {
+                    gathered += 1;
+                }
+            }
+        }
+        assert!(
+            windowed > 3000 && gathered > 3000,
+            "{windowed} windowed, {gathered} gathered"
+        );
     }
 
     /// Sampling given points writes `bilinear_u8`'s bytes exactly, eight a step or one by one
