@@ -253,8 +253,14 @@ impl Rgb {
         while done < n {
             // SAFETY: AVX2 as this function; the data's length was checked by the caller.
             let out = unsafe { self.eight_avx2(vx, vy) };
+            // A whole step's 24 bytes are a copy of a known length (a few moves); only a row's
+            // last pixels pay for a copy whose length is known at run time (a call to memcpy).
             let m = (n - done).min(8);
-            row[done * 3..(done + m) * 3].copy_from_slice(&out[..m * 3]);
+            if m == 8 {
+                row[done * 3..(done + 8) * 3].copy_from_slice(&out[..24]);
+            } else {
+                row[done * 3..(done + m) * 3].copy_from_slice(&out[..m * 3]);
+            }
             done += m;
             vx = _mm256_add_epi32(_mm256_add_epi32(vx, _mm256_slli_epi32::<3>(vdx)), jx);
             vy = _mm256_add_epi32(_mm256_add_epi32(vy, _mm256_slli_epi32::<3>(vdy)), jy);
@@ -284,7 +290,6 @@ impl Rgb {
         let (vcx, vcy) = (_mm256_set1_epi32(cx), _mm256_set1_epi32(cy));
         let full = _mm256_set1_epi32(256);
         let vstride = _mm256_set1_epi32(stride);
-        let byte = _mm256_set1_epi32(0xff);
         let half = _mm256_set1_epi32(32768);
         // Each pixel's three bytes from its 32-bit lane, twelve to a 128-bit half.
         let pack = _mm256_setr_epi8(
@@ -303,20 +308,18 @@ impl Rgb {
         );
         let i2 = _mm256_add_epi32(i, vstride);
         // SAFETY: AVX2 as this function; x0 <= width - 2 and y0 <= height - 2, as asked.
-        let [ta, tb, ba, bb] = unsafe { self.neighbourhoods_avx2(x0, y0, i, i2) };
+        let [top, bottom] = unsafe { self.neighbourhoods_avx2(x0, y0, i, i2) };
+        // Each row's left and right byte weighed in one multiply-add of 16-bit pairs:
+        // a·(256 - fx) + b·fx, the same integer as (a << 8) + (b - a)·fx.
+        let wx = _mm256_or_si256(_mm256_sub_epi32(full, fx), _mm256_slli_epi32::<16>(fx));
         let mut px = _mm256_setzero_si256();
-        // Channel k: the left pixel's byte k of `*a`, the right one's byte k + 1 of `*b`.
         macro_rules! channel {
             ($k:literal) => {{
-                let l = |v| _mm256_and_si256(_mm256_srli_epi32::<{ 8 * $k }>(v), byte);
-                let r = |v| _mm256_and_si256(_mm256_srli_epi32::<{ 8 * $k + 8 }>(v), byte);
-                let lerp = |p: __m256i, q: __m256i, f| {
-                    let d = _mm256_mullo_epi32(_mm256_sub_epi32(q, p), f);
-                    _mm256_add_epi32(_mm256_slli_epi32::<8>(p), d)
-                };
-                let t = lerp(l(ta), r(tb), fx);
-                let b = lerp(l(ba), r(bb), fx);
-                let v = _mm256_srli_epi32::<16>(_mm256_add_epi32(lerp(t, b, fy), half));
+                let t = _mm256_madd_epi16(top[$k], wx);
+                let b = _mm256_madd_epi16(bottom[$k], wx);
+                let d = _mm256_mullo_epi32(_mm256_sub_epi32(b, t), fy);
+                let v = _mm256_add_epi32(_mm256_slli_epi32::<8>(t), d);
+                let v = _mm256_srli_epi32::<16>(_mm256_add_epi32(v, half));
                 px = _mm256_or_si256(px, _mm256_slli_epi32::<{ 8 * $k }>(v));
             }};
         }
@@ -339,11 +342,11 @@ impl Rgb {
 
 impl Rgb {
     /// The 2×2 neighbourhoods of eight pixels whose top-left corners are `(x0, y0)`, at byte
-    /// offsets `i` (top) and `i2` (bottom): for each pixel, the four bytes at its offset and
-    /// the four from two bytes on, top and bottom. Where [`window_avx2`](Self::window_avx2)
-    /// allows, each half's two rows are loaded once and the bytes shuffled out; otherwise they
-    /// are gathered, which costs most of a sample on CPUs whose gathers are slow (AMD's Zen 4
-    /// among them). Both give the same bytes.
+    /// offsets `i` (top) and `i2` (bottom): for each row (top, bottom) and channel, each
+    /// pixel's lane holds the left pixel's byte in its low 16 bits and the right one's in its
+    /// high 16. Where [`window_avx2`](Self::window_avx2) allows, each half's two rows are loaded
+    /// once and the bytes shuffled out; otherwise they are gathered, which costs most of a
+    /// sample on CPUs whose gathers are slow (AMD's Zen 4 among them). Both give the same bytes.
     ///
     /// # Safety
     /// The CPU must support AVX2; `0 <= x0 <= width - 2`, `0 <= y0 <= height - 2` and the
@@ -357,7 +360,7 @@ impl Rgb {
         y0: std::arch::x86_64::__m256i,
         i: std::arch::x86_64::__m256i,
         i2: std::arch::x86_64::__m256i,
-    ) -> [std::arch::x86_64::__m256i; 4] {
+    ) -> [[std::arch::x86_64::__m256i; 3]; 2] {
         use std::arch::x86_64::*;
         let base = self.data.as_ptr();
         if let Some(span) = self.window_avx2(x0, y0, i2) {
@@ -381,29 +384,42 @@ impl Rgb {
                 0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8,
                 8, 8, 12, 12, 12, 12,
             );
-            let left = _mm256_add_epi32(
-                _mm256_shuffle_epi8(off, spread),
-                _mm256_set1_epi32(0x0302_0100),
-            );
-            let right = _mm256_add_epi32(left, _mm256_set1_epi32(0x0202_0202));
-            return [
-                _mm256_shuffle_epi8(top, left),
-                _mm256_shuffle_epi8(top, right),
-                _mm256_shuffle_epi8(bottom, left),
-                _mm256_shuffle_epi8(bottom, right),
-            ];
+            let at = _mm256_shuffle_epi8(off, spread);
+            // Channel c's bytes, left and right, into a lane's two 16-bit halves (0x80: zero).
+            let pairs = |row| {
+                [0u8, 1, 2].map(|c| {
+                    let pick = i32::from_le_bytes([c, 0x80, c + 3, 0x80]);
+                    _mm256_shuffle_epi8(row, _mm256_add_epi32(at, _mm256_set1_epi32(pick)))
+                })
+            };
+            return [pairs(top), pairs(bottom)];
         }
         // SAFETY: x0 <= width - 2 and y0 <= height - 2, so the four bytes at i and at
         // i + 2 (the pixel and its right neighbour), and at those plus one row, end at
         // most at (height - 1)·stride + width·3, the data's length; the offsets fit an i32.
-        unsafe {
+        let [ta, tb, ba, bb] = unsafe {
             [
                 _mm256_i32gather_epi32::<1>(base.cast(), i),
                 _mm256_i32gather_epi32::<1>(base.add(2).cast(), i),
                 _mm256_i32gather_epi32::<1>(base.cast(), i2),
                 _mm256_i32gather_epi32::<1>(base.add(2).cast(), i2),
             ]
-        }
+        };
+        // Channel c: the left pixel's byte c of the first word, the right one's byte c + 1 of
+        // the second (read two bytes on).
+        let pairs = |a, b| {
+            [0, 1, 2].map(|c| {
+                // SAFETY: both tables have 32 bytes, what an unaligned 256-bit load reads.
+                let (left, right) = unsafe {
+                    (
+                        _mm256_loadu_si256(PAIR_LEFT[c].as_ptr().cast()),
+                        _mm256_loadu_si256(PAIR_RIGHT[c].as_ptr().cast()),
+                    )
+                };
+                _mm256_or_si256(_mm256_shuffle_epi8(a, left), _mm256_shuffle_epi8(b, right))
+            })
+        };
+        [pairs(ta, tb), pairs(ba, bb)]
     }
 
     /// Each pixel's column past its half's first (pixels 0-3 and 4-7), when every half lies on
@@ -428,6 +444,38 @@ impl Rgb {
         let ok = _mm256_and_si256(_mm256_and_si256(near, one_row), room);
         (_mm256_movemask_epi8(ok) == -1).then_some(span)
     }
+}
+
+/// Shuffles of gathered words into [`Rgb::neighbourhoods_avx2`]'s pairs, per channel `c`: byte
+/// `c` of each word to its low 16 bits ([`PAIR_LEFT`]), byte `c + 1` to its high 16
+/// ([`PAIR_RIGHT`]); 0x80 writes a zero.
+const PAIR_LEFT: [[u8; 32]; 3] = [
+    pair_table(0, 0x80),
+    pair_table(1, 0x80),
+    pair_table(2, 0x80),
+];
+const PAIR_RIGHT: [[u8; 32]; 3] = [
+    pair_table(0x80, 1),
+    pair_table(0x80, 2),
+    pair_table(0x80, 3),
+];
+
+/// A `vpshufb` table that moves, in each 32-bit word, its byte `low` to byte 0 and its byte
+/// `high` to byte 2 (0x80: a zero there), the word's other bytes zero.
+const fn pair_table(low: u8, high: u8) -> [u8; 32] {
+    let mut t = [0x80u8; 32];
+    let mut i = 0;
+    while i < 8 {
+        let word = (i % 4) as u8 * 4;
+        if low != 0x80 {
+            t[i * 4] = word + low;
+        }
+        if high != 0x80 {
+            t[i * 4 + 2] = word + high;
+        }
+        i += 1;
+    }
+    t
 }
 
 /// A row's positions in 16.16 fixed point: the first pixel's, and its first and second
@@ -571,7 +619,8 @@ mod tests {
         assert_eq!(rows, 6000);
     }
 
-    /// The rows loaded once and shuffled give the gathers' bytes: for eight neighbourhoods
+    /// The rows loaded once and shuffled give the pixels' bytes, as the gathers do: for eight
+    /// neighbourhoods
     /// along smooth rows (the window), and for scattered ones, ones crossing a row, and ones
     /// at the image's last row (gathered); the window is taken where it may be and only there.
     #[cfg(target_arch = "x86_64")]
@@ -620,20 +669,21 @@ mod tests {
                         r.neighbourhoods_avx2(x0, y0, i, i2),
                     )
                 };
-                let word = |at: usize| u32::from_le_bytes(r.data[at..at + 4].try_into().unwrap());
                 for (k, &(cx, cy)) in corners.iter().enumerate() {
-                    let at = (cy * stride + 3 * cx) as usize;
-                    let want = [
-                        word(at),
-                        word(at + 2),
-                        word(at + w * 3),
-                        word(at + w * 3 + 2),
-                    ];
-                    let got = got.map(|v| {
-                        let mut out = [0u32; 8];
-                        // SAFETY: `out` has the 32 bytes an unaligned 256-bit store writes.
-                        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
-                        out[k]
+                    // Row r's channel c: the left pixel's byte, and the right one's << 16.
+                    let want: [[u32; 3]; 2] = std::array::from_fn(|row| {
+                        let at = ((cy as usize + row) * w + cx as usize) * 3;
+                        std::array::from_fn(|c| {
+                            u32::from(r.data[at + c]) | u32::from(r.data[at + 3 + c]) << 16
+                        })
+                    });
+                    let got = got.map(|row| {
+                        row.map(|v| {
+                            let mut out = [0u32; 8];
+                            // SAFETY: `out` has the 32 bytes an unaligned 256-bit store writes.
+                            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+                            out[k]
+                        })
                     });
                     assert_eq!(got, want, "{w}x{h}, lane {k} of {corners:?}");
                 }
