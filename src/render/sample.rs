@@ -562,6 +562,14 @@ pub(crate) fn median(cs: &mut [[f32; 3]]) -> [f32; 3] {
 mod tests {
     use super::*;
 
+    /// A `w`×`h` portrait of random bytes.
+    fn noise(rng: &mut fastrand::Rng, w: u32, h: u32) -> Rgb {
+        let img = image::RgbImage::from_fn(w, h, |_, _| {
+            image::Rgb([rng.u8(..), rng.u8(..), rng.u8(..)])
+        });
+        Rgb::from_image(&img)
+    }
+
     #[test]
     fn integer_samples_are_exact_and_edges_clamp() {
         let img =
@@ -589,10 +597,7 @@ mod tests {
         let mut rows = 0;
         for _ in 0..300 {
             let (w, h) = (rng.u32(2..40), rng.u32(2..40));
-            let img = image::RgbImage::from_fn(w, h, |_, _| {
-                image::Rgb([rng.u8(..), rng.u8(..), rng.u8(..)])
-            });
-            let r = Rgb::from_image(&img);
+            let r = noise(&mut rng, w, h);
             let (wf, hf) = (w as f32, h as f32);
             for _ in 0..20 {
                 let mut pick = |lo: f32, hi: f32| -> f32 {
@@ -620,9 +625,9 @@ mod tests {
     }
 
     /// The rows loaded once and shuffled give the pixels' bytes, as the gathers do: for eight
-    /// neighbourhoods
-    /// along smooth rows (the window), and for scattered ones, ones crossing a row, and ones
-    /// at the image's last row (gathered); the window is taken where it may be and only there.
+    /// neighbourhoods along smooth rows (the window), and for scattered ones, ones crossing a
+    /// row, and ones at the image's last row (gathered); the window is taken where it may be
+    /// and only there.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn windowed_neighbourhoods_are_the_gathered_ones() {
@@ -635,10 +640,7 @@ mod tests {
         let (mut windowed, mut gathered) = (0, 0);
         for _ in 0..200 {
             let (w, h) = (rng.usize(8..60), rng.usize(2..30));
-            let img = image::RgbImage::from_fn(w as u32, h as u32, |_, _| {
-                image::Rgb([rng.u8(..), rng.u8(..), rng.u8(..)])
-            });
-            let r = Rgb::from_image(&img);
+            let r = noise(&mut rng, w as u32, h as u32);
             for _ in 0..50 {
                 // Smooth: one row, steps of 0 to 1 px; else any corners.
                 let smooth = rng.bool();
@@ -714,10 +716,7 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(81);
         for _ in 0..300 {
             let (w, h) = (rng.u32(2..40), rng.u32(2..40));
-            let img = image::RgbImage::from_fn(w, h, |_, _| {
-                image::Rgb([rng.u8(..), rng.u8(..), rng.u8(..)])
-            });
-            let r = Rgb::from_image(&img);
+            let r = noise(&mut rng, w, h);
             for _ in 0..20 {
                 let n = rng.usize(0..41);
                 let mut pick = |hi: u32| match rng.u8(0..3) {
