@@ -217,7 +217,7 @@ impl Rgb {
 
     /// [`sample_row_scalar`](Self::sample_row_scalar) eight pixels a step: the same positions
     /// (the forward differences advanced eight pixels at once, exact in wrapping arithmetic),
-    /// the 2×2 neighbourhoods gathered, the same integer weights.
+    /// the same 2×2 neighbourhoods, the same integer weights.
     ///
     /// # Safety
     /// The CPU must support AVX2, and `self.data.len()` must fit in an `i32`.
@@ -270,8 +270,9 @@ impl Rgb {
     }
 
     /// Eight pixels at the 16.16 fixed-point positions `vx`, `vy` (rounded as [`RowSteps`]
-    /// rounds), as [`fixed_u8`](Self::fixed_u8) samples each: the 2×2 neighbourhoods gathered,
-    /// the same integer weights. Their 24 bytes lead the result.
+    /// rounds), as [`fixed_u8`](Self::fixed_u8) samples each: the 2×2 neighbourhoods read as
+    /// [`neighbourhoods_avx2`](Self::neighbourhoods_avx2) reads them, the same integer weights.
+    /// Their 24 bytes lead the result.
     ///
     /// # Safety
     /// The CPU must support AVX2, and `self.data.len()` must fit in an `i32`.
