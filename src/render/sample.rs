@@ -571,6 +571,17 @@ mod tests {
         Rgb::from_image(&img)
     }
 
+    /// Whether this CPU runs the AVX2 samplers (saying so when it does not: their tests then
+    /// check nothing here).
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_here() -> bool {
+        let here = std::arch::is_x86_feature_detected!("avx2");
+        if !here {
+            eprintln!("no AVX2 on this CPU: only the scalar samplers run here");
+        }
+        here
+    }
+
     #[test]
     fn integer_samples_are_exact_and_edges_clamp() {
         let img =
@@ -590,8 +601,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_rows_match_the_scalar_rows_byte_for_byte() {
-        if !std::arch::is_x86_feature_detected!("avx2") {
-            eprintln!("no AVX2 on this CPU: only the scalar row sampler runs here");
+        if !avx2_here() {
             return;
         }
         let mut rng = fastrand::Rng::with_seed(18);
@@ -633,8 +643,7 @@ mod tests {
     #[test]
     fn windowed_neighbourhoods_are_the_gathered_ones() {
         use std::arch::x86_64::*;
-        if !std::arch::is_x86_feature_detected!("avx2") {
-            eprintln!("no AVX2 on this CPU: only the scalar samplers run here");
+        if !avx2_here() {
             return;
         }
         let mut rng = fastrand::Rng::with_seed(12);
