@@ -64,6 +64,8 @@ impl SpeechService {
             max_wait: setup.max_wait,
             lanes: resolved.lanes,
             warm_up: setup.warm_up,
+            // A process that warms up for nobody runs one render: its voice can go once it rests.
+            unload_at_rest: !setup.warm_up,
         };
         let early = resolved.start_early();
         let batcher = Batcher::start(Box::new(resolved.clone()), policy);
@@ -317,6 +319,12 @@ impl SpeechEngine {
     /// What keys the phrases of the render's own voice.
     pub fn identity(&self) -> &SpeechIdentity {
         &self.voices[0].identity
+    }
+
+    /// Says the render has all its speech for now: in a process of one render its voices are
+    /// unloaded (see [`crate::tts::batcher::Client::rest`]); the next submit loads them again.
+    pub fn rest(&self) {
+        self.client.rest();
     }
 
     /// Queues an utterance; [`SpeechEngine::next`] returns it with this ticket.

@@ -118,6 +118,11 @@ fn batched_equals_unbatched() {
 
 /// A CPU batcher over the real ONNX Runtime backend: up to 8 sentences per call, one lane.
 fn cpu_batcher(max_items: usize, max_wait_ms: u64) -> Batcher {
+    cpu_batcher_with(max_items, max_wait_ms, false)
+}
+
+/// The CPU batcher, unloading its voices at rest if `unload_at_rest` (a process of one render).
+fn cpu_batcher_with(max_items: usize, max_wait_ms: u64, unload_at_rest: bool) -> Batcher {
     let setup = SpeechSetup {
         cpu_limits: BatchLimits {
             token_budget: 100_000,
@@ -133,7 +138,8 @@ fn cpu_batcher(max_items: usize, max_wait_ms: u64) -> Batcher {
             edges: DEFAULT_EDGES.to_vec(),
             max_wait: Duration::from_millis(max_wait_ms),
             lanes: 1,
-            warm_up: true,
+            warm_up: !unload_at_rest,
+            unload_at_rest,
         },
     )
 }
@@ -262,6 +268,32 @@ fn a_failing_request_fails_alone() {
         );
     }
     assert_eq!(batcher.stats().failed_items, 1);
+}
+
+#[test]
+fn a_voice_unloaded_at_rest_loads_again_and_speaks_the_same() {
+    let ids = ids_of("Rest a while, then speak again.").0;
+    let batcher = cpu_batcher_with(1, 0, true);
+    let voice = voice_ref();
+    let mut client = batcher.client();
+    let speak = |client: &mut Client| {
+        let t = client
+            .submit(&voice, QUIET, 0, ids.clone(), Priority::Normal)
+            .unwrap();
+        collect(client, 1).remove(&t).unwrap()
+    };
+    let (first, call) = speak(&mut client);
+    assert!(call.load_seconds > 0.0, "{call:?}");
+    client.rest();
+    let t = std::time::Instant::now();
+    while batcher.stats().unloads == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "never unloaded");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (again, call) = speak(&mut client);
+    assert!(call.load_seconds > 0.0, "loaded again: {call:?}");
+    assert_same(&again.unwrap(), &first.unwrap(), 2e-4, "after a reload");
+    assert_eq!(batcher.stats().unloads, 1);
 }
 
 #[test]

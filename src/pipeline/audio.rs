@@ -82,6 +82,8 @@ pub(super) fn render_audio(
     };
     let standard = Loudness::resolve(opts.settings.loudness, OutputKind::Audio(format));
     let mut measured = speaker.measure(standard.is_some(), &ranges)?;
+    // Pass 2 reads all of it back from the cache: the model's memory is not held through it.
+    speaker.engine.rest();
     let levelling = match (standard, &measured.meter) {
         (Some(s), Some(m)) => Some(Levelling::plan(
             s,

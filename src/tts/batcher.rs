@@ -21,12 +21,14 @@
 //! plans while its engine loads; a loaded voice's warm-up calls ([`Backend::warm_step`]) run one
 //! at a time while the queue is empty, so a request that arrives during the warm-up waits for one
 //! warm-up call at most, and the first sentences never wait for the warm-up. A closed batcher
-//! starts neither.
+//! starts neither. In a process of one render, once its client rests (an audio render's second
+//! pass needs no model) the lanes unload their voices, so the model's memory is not held through
+//! the assembly.
 //!
 //! Isolation: a failing call is retried item by item, so one bad request fails alone. A client
 //! that is dropped or cancelled takes its queued items out of the queue at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -39,7 +41,8 @@ use super::voice::{Scales, VoiceFiles};
 use super::{Backend, RawSpeech, SpeechError};
 use crate::progress::Event;
 
-/// Run on the lane thread after every model call, once the program has set it.
+/// Run on the lane thread after every model call and after its voices are unloaded, once the
+/// program has set it.
 static AFTER_CALL: OnceLock<fn()> = OnceLock::new();
 
 /// Sets what runs after every model call, for the whole process (a second call changes nothing).
@@ -79,6 +82,9 @@ pub struct Policy {
     /// (`batch`, `worker`). A single render's queue empties only after its last sentence, when
     /// they could serve nobody and would hold its end back.
     pub warm_up: bool,
+    /// Voices unloaded once every live client rests ([`Client::rest`]): for a process of one
+    /// render, whose voice would otherwise hold its memory through the render's assembly.
+    pub unload_at_rest: bool,
 }
 
 /// A voice as the batcher knows it: its files and the sha256 of its model (what groups items).
@@ -131,6 +137,8 @@ pub struct BatcherStats {
     /// Warm-up calls run while the lanes were idle, and their seconds.
     pub warm_calls: u64,
     pub warm_seconds: f64,
+    /// Times a lane unloaded its voices because every render rested.
+    pub unloads: u64,
     pub real_ids: u64,
     pub padded_ids: u64,
     /// Mean items per call.
@@ -178,6 +186,8 @@ struct State {
     /// Voices to load before anything asks for them: (client, voice), oldest first.
     preload: Vec<(u64, Arc<VoiceRef>)>,
     clients: HashMap<u64, Sender<Reply>>,
+    /// Clients that said they will not speak for a while ([`Client::rest`]).
+    resting: HashSet<u64>,
     closed: bool,
     stats: BatcherStats,
 }
@@ -309,6 +319,7 @@ impl Client {
         if state.closed {
             return Err(SpeechError::Cancelled);
         }
+        state.resting.remove(&self.id);
         state.queue.push(Item {
             client: self.id,
             ticket,
@@ -329,12 +340,21 @@ impl Client {
     /// rather than in front of its first sentences. Dropping the client before then withdraws it.
     pub fn preload(&self, voice: &Arc<VoiceRef>) {
         let mut state = self.shared.lock();
+        state.resting.remove(&self.id);
         if state.closed || state.preload.iter().any(|(_, v)| v.hash == voice.hash) {
             return;
         }
         state.preload.push((self.id, Arc::clone(voice)));
         drop(state);
         self.shared.ready.notify_one();
+    }
+
+    /// Says this client will not speak for a while (an audio render's second pass reads its
+    /// speech back from the cache). Where the policy unloads at rest and every live client
+    /// rests, the lanes unload their voices; a later request loads its voice again.
+    pub fn rest(&self) {
+        self.shared.lock().resting.insert(self.id);
+        self.shared.ready.notify_all();
     }
 
     /// The next reply, waiting at most `timeout` (`None` when none came).
@@ -368,7 +388,9 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         self.cancel();
-        self.shared.lock().clients.remove(&self.id);
+        let mut state = self.shared.lock();
+        state.clients.remove(&self.id);
+        state.resting.remove(&self.id);
     }
 }
 
@@ -380,10 +402,13 @@ enum Work {
     Load { client: u64, voice: Arc<VoiceRef> },
     /// One warm-up call of a loaded voice (the queue is empty).
     Warm([u8; 32]),
+    /// Unload every voice of the lane: every live client rests.
+    Unload,
 }
 
-/// The lane's next work: a ready batch first, then a voice to preload, then a warm-up call of
-/// one of the lane's voices (`loaded`); `None` when closed and empty.
+/// The lane's next work: a ready batch first, then a voice to preload, then unloading the lane's
+/// voices (`loaded`) where the policy asks and every client rests, then a warm-up call of one of
+/// them; `None` when closed and empty.
 fn next_work(shared: &Shared, loaded: &Loaded) -> Option<Work> {
     let mut state = shared.lock();
     loop {
@@ -438,6 +463,9 @@ fn next_work(shared: &Shared, loaded: &Loaded) -> Option<Work> {
                     return Some(Work::Load { client, voice });
                 }
             }
+            if shared.policy.unload_at_rest && !loaded.is_empty() && everyone_rests(&state) {
+                return Some(Work::Unload);
+            }
             let warming = loaded.iter().find(|(_, e)| e.warming).map(|(h, _)| *h);
             if let (true, true, Some(hash)) =
                 (shared.policy.warm_up, state.queue.is_empty(), warming)
@@ -460,6 +488,14 @@ fn next_work(shared: &Shared, loaded: &Loaded) -> Option<Work> {
             None => shared.ready.wait(state).unwrap_or_else(|p| p.into_inner()),
         };
     }
+}
+
+/// Whether there are clients, nothing is queued for them and each of them rests. With no client
+/// at all the voices stay: the next render is about to ask for them.
+fn everyone_rests(state: &State) -> bool {
+    state.queue.is_empty()
+        && !state.clients.is_empty()
+        && state.clients.keys().all(|c| state.resting.contains(c))
 }
 
 /// A voice as one lane holds it.
@@ -486,6 +522,18 @@ fn lane(shared: &Shared) {
                 if let Some(entry) = loaded.get_mut(&hash) {
                     warm_one(shared, entry);
                 }
+            }
+            Work::Unload => {
+                let t = Instant::now();
+                loaded.clear();
+                shared.lock().stats.unloads += 1;
+                if let Some(hook) = AFTER_CALL.get() {
+                    hook();
+                }
+                tracing::debug!(
+                    "voices unloaded at rest in {:.3} s",
+                    t.elapsed().as_secs_f64()
+                );
             }
         }
     }
@@ -728,6 +776,7 @@ mod tests {
                 max_wait,
                 lanes: 1,
                 warm_up: true,
+                unload_at_rest: false,
             },
         );
         (b, calls)
@@ -901,6 +950,8 @@ mod tests {
         Load(u8),
         Warm,
         Call(usize),
+        /// A loaded voice was dropped.
+        Unload,
     }
 
     type Log = Arc<Mutex<Vec<Seen>>>;
@@ -914,6 +965,16 @@ mod tests {
         left: usize,
         pause: Duration,
         fail: bool,
+        /// A loaded voice (not the loader), whose drop is logged.
+        loaded: bool,
+    }
+
+    impl Drop for Warming {
+        fn drop(&mut self) {
+            if self.loaded {
+                self.log.lock().unwrap().push(Seen::Unload);
+            }
+        }
     }
 
     impl Backend for Warming {
@@ -949,14 +1010,16 @@ mod tests {
             let tag = v.files.name.as_bytes()[0];
             self.log.lock().unwrap().push(Seen::Load(tag));
             std::thread::sleep(self.load);
-            Ok(Box::new(self.clone()))
+            let mut voice = self.clone();
+            voice.loaded = true;
+            Ok(Box::new(voice))
         }
     }
 
     fn warming(load_ms: u64, left: usize, pause_ms: u64, fail: bool) -> (Batcher, Log) {
         warming_with(
             Duration::from_millis(1),
-            true,
+            false,
             load_ms,
             left,
             pause_ms,
@@ -964,11 +1027,12 @@ mod tests {
         )
     }
 
-    /// The warming double behind a batcher of two items a call that waits `max_wait` for them
-    /// and warms up while idle if `warm_up`.
+    /// The warming double behind a batcher of two items a call that waits `max_wait` for them,
+    /// with the policy of a process that runs one render if `one_render` (no warm-up, voices
+    /// unloaded at rest), else of one that serves many (warm-up while idle, voices kept).
     fn warming_with(
         max_wait: Duration,
-        warm_up: bool,
+        one_render: bool,
         load_ms: u64,
         left: usize,
         pause_ms: u64,
@@ -981,6 +1045,7 @@ mod tests {
             left,
             pause: Duration::from_millis(pause_ms),
             fail,
+            loaded: false,
         };
         let policy = Policy {
             limits: BatchLimits {
@@ -990,7 +1055,8 @@ mod tests {
             edges: vec![48, 96],
             max_wait,
             lanes: 1,
-            warm_up,
+            warm_up: !one_render,
+            unload_at_rest: one_render,
         };
         (Batcher::start(Box::new(double), policy), log)
     }
@@ -1056,7 +1122,7 @@ mod tests {
 
     #[test]
     fn without_warm_up_an_idle_lane_makes_no_call() {
-        let (b, log) = warming_with(Duration::from_millis(1), false, 0, 4, 0, false);
+        let (b, log) = warming_with(Duration::from_millis(1), true, 0, 4, 0, false);
         let mut c = b.client();
         let v = voice_named(b'a');
         c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
@@ -1121,7 +1187,7 @@ mod tests {
     #[test]
     fn a_voice_is_preloaded_while_a_batch_fills_and_warmed_only_once_nothing_is_queued() {
         // A lone item never goes (the wait is an hour); two fill a call.
-        let (b, log) = warming_with(Duration::from_secs(3600), true, 0, 3, 0, false);
+        let (b, log) = warming_with(Duration::from_secs(3600), false, 0, 3, 0, false);
         let mut c = b.client();
         let v = voice_named(b'a');
         c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
@@ -1157,9 +1223,9 @@ mod tests {
         let gone = b.client();
         gone.preload(&voice_named(b'b'));
         drop(gone);
-        // Dropping the batcher waits for the load under way and starts no other.
+        // Dropping the batcher waits for the load under way, starts no other and drops it.
         drop(b);
-        assert_eq!(*log.lock().unwrap(), [Seen::Load(b'a')]);
+        assert_eq!(*log.lock().unwrap(), [Seen::Load(b'a'), Seen::Unload]);
     }
 
     #[test]
@@ -1194,5 +1260,52 @@ mod tests {
         // The call under way (or one begun since the look) finishes; no other starts.
         let seen = log.lock().unwrap().clone();
         assert!(warms(&seen) <= begun + 1, "{seen:?}");
+    }
+
+    #[test]
+    fn a_render_that_rests_lets_its_voice_go_and_a_later_request_loads_it_again() {
+        let (b, log) = warming_with(Duration::from_millis(1), true, 0, 0, 0, false);
+        let mut c = b.client();
+        let v = voice_named(b'a');
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
+        assert!(replies(&c, 1)[0].1.is_ok());
+        c.rest();
+        until(&log, |l| l.contains(&Seen::Unload));
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
+        assert!(replies(&c, 1)[0].1.is_ok());
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                Seen::Load(b'a'),
+                Seen::Call(1),
+                Seen::Unload,
+                Seen::Load(b'a'),
+                Seen::Call(1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_voice_stays_while_a_client_speaks_and_in_a_process_of_many_renders() {
+        let (b, log) = warming_with(Duration::from_millis(1), true, 0, 0, 0, false);
+        let (mut first, second) = (b.client(), b.client());
+        let v = voice_named(b'a');
+        first
+            .submit(&v, Q, 0, vec![1; 10], Priority::Normal)
+            .unwrap();
+        replies(&first, 1);
+        first.rest();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(*log.lock().unwrap(), [Seen::Load(b'a'), Seen::Call(1)]);
+        second.rest();
+        until(&log, |l| l.contains(&Seen::Unload));
+
+        let (b, log) = warming_with(Duration::from_millis(1), false, 0, 0, 0, false);
+        let mut c = b.client();
+        c.submit(&v, Q, 0, vec![1; 10], Priority::Normal).unwrap();
+        replies(&c, 1);
+        c.rest();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(*log.lock().unwrap(), [Seen::Load(b'a'), Seen::Call(1)]);
     }
 }
