@@ -95,7 +95,7 @@ pub fn align(kept: &[Kept], id_frames: &[u32], hop: u32, total: u64) -> Vec<Phon
         at += k.ids;
         let end = (start + frames * u64::from(hop)).min(total);
         phones.push(Phone {
-            symbol: k.symbol.clone(),
+            symbol: k.symbol.to_string(),
             start,
             end,
         });
