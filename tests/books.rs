@@ -520,6 +520,43 @@ fn a_book_encoded_in_pieces_is_reproducible_and_timed_as_on_one_thread() {
     assert_eq!(chapter_list(&pl), chapter_list(&p1));
 }
 
+/// A render of one book on the CPU lets its voice go once pass 1 has all the speech (pass 2 reads
+/// it back from the cache), and the book is whole; a render to MP4 keeps it to the end.
+#[test]
+fn an_audio_render_unloads_its_voice_before_its_second_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let md = d.join("short.md");
+    std::fs::write(
+        &md,
+        "# One\n\nA short book, spoken once and then read back.\n",
+    )
+    .unwrap();
+    let logged = |out: &Path, extra: &[&str]| {
+        let o = talker(d)
+            .args(["-v", "render", "--backend", "cpu", "-o"])
+            .arg(out)
+            .arg(&md)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_success(&o);
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let m4b = d.join("short.m4b");
+    let log = logged(&m4b, &["--no-cache"]);
+    assert!(log.contains("voices unloaded at rest"), "{log}");
+    let seconds: f64 = probe(&m4b)["format"]["duration"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(seconds > 1.0, "{seconds} s");
+    let mp4 = d.join("short.mp4");
+    let log = logged(&mp4, &[repo("examples/portrait.png").to_str().unwrap()]);
+    assert!(!log.contains("voices unloaded at rest"), "{log}");
+}
+
 #[test]
 fn markdown_to_mp4_chapters_and_srt() {
     let dir = tempfile::tempdir().unwrap();
