@@ -67,7 +67,7 @@ impl SpeechService {
             // A process that warms up for nobody runs one render: its voice can go once it rests.
             // On the CPU, where the voice's memory is the process's own (ONNX Runtime's session);
             // a GPU voice keeps its weights on the device, and its unload is not yet measured.
-            unload_at_rest: !setup.warm_up && resolved.info.backend == "cpu",
+            unload_at_rest: !setup.warm_up && resolved.info.gpu.is_none(),
         };
         let early = resolved.start_early();
         let batcher = Batcher::start(Box::new(resolved.clone()), policy);

@@ -52,6 +52,13 @@ pub fn after_each_call(hook: fn()) {
     let _ = AFTER_CALL.set(hook);
 }
 
+/// Runs the program's [`after_each_call`] hook, if it set one.
+fn after_call() {
+    if let Some(hook) = AFTER_CALL.get() {
+        hook();
+    }
+}
+
 /// Loads a voice on a backend, on the lane thread that will run it.
 pub trait Loader: Send + Sync {
     fn load(
@@ -527,9 +534,7 @@ fn lane(shared: &Shared) {
                 let t = Instant::now();
                 loaded.clear();
                 shared.lock().stats.unloads += 1;
-                if let Some(hook) = AFTER_CALL.get() {
-                    hook();
-                }
+                after_call();
                 tracing::debug!(
                     "voices unloaded at rest in {:.3} s",
                     t.elapsed().as_secs_f64()
@@ -569,9 +574,7 @@ fn warm_one(shared: &Shared, entry: &mut Entry) {
     };
     let t = Instant::now();
     let out = guarded(|| backend.warm_step().transpose());
-    if let Some(hook) = AFTER_CALL.get() {
-        hook();
-    }
+    after_call();
     match out {
         Ok(Some(())) => {
             let seconds = t.elapsed().as_secs_f64();
@@ -626,9 +629,7 @@ fn run_batch(shared: &Shared, backends: &mut Loaded, batch: Vec<Item>) {
     let refs: Vec<&[i64]> = batch.iter().map(|i| i.ids.as_slice()).collect();
     let t = Instant::now();
     let out = guarded(|| backend.synthesize(&refs, scales, speaker));
-    if let Some(hook) = AFTER_CALL.get() {
-        hook();
-    }
+    after_call();
     let seconds = t.elapsed().as_secs_f64();
     tracing::debug!(items = batch.len(), "model call in {seconds:.3} s");
     match out {
