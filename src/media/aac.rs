@@ -18,6 +18,7 @@ use ffmpeg_next::{
 
 use super::chunk::receive;
 use super::error::{MediaError, ff};
+use super::mp4_audio::AacConfig;
 
 /// Output sample rate of the AAC track.
 pub(crate) const AAC_RATE: u32 = 48_000;
@@ -46,10 +47,56 @@ pub(crate) struct AacTrack {
     fifo: Vec<f32>,
     frame_size: usize,
     next_pts: i64,
-    rate: u32,
-    stream_index: usize,
-    stream_tb: Rational,
+    codec: TrackCodec,
     path: PathBuf,
+}
+
+/// Where a track's packets go, timed on its sample clock (1/rate): FFmpeg's muxer for an MP3 or
+/// a video ([`Muxed`]), talker's own writer for an M4B or M4A ([`super::mp4_audio`]).
+pub(super) trait PacketOut {
+    fn write(&mut self, packet: &mut Packet) -> Result<(), MediaError>;
+}
+
+/// Stream `stream` (index, time base chosen by the muxer) of an FFmpeg output.
+pub(super) struct Muxed<'a> {
+    pub(super) out: &'a mut format::context::Output,
+    pub(super) stream: (usize, Rational),
+    /// The track's sample clock.
+    pub(super) clock: Rational,
+    pub(super) path: &'a Path,
+}
+
+impl PacketOut for Muxed<'_> {
+    fn write(&mut self, packet: &mut Packet) -> Result<(), MediaError> {
+        packet.set_stream(self.stream.0);
+        packet.rescale_ts(self.clock, self.stream.1);
+        ff(
+            self.path,
+            "write audio packet",
+            packet.write_interleaved(self.out),
+        )
+    }
+}
+
+/// What an MP4's `esds` says of a track that `encoder` (opened for `codec`) encodes: its
+/// AudioSpecificConfig is the encoder's extradata.
+pub(super) fn aac_config(encoder: &encoder::Audio, codec: TrackCodec) -> AacConfig {
+    // SAFETY: an opened encoder's context is valid while `encoder` lives; FFmpeg sets
+    // `extradata` to a buffer of `extradata_size` bytes, or leaves it null and the size 0.
+    let extradata = unsafe {
+        let ctx = encoder.as_ptr();
+        let (data, size) = ((*ctx).extradata, (*ctx).extradata_size);
+        if data.is_null() || size <= 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(data, size as usize).to_vec()
+        }
+    };
+    AacConfig {
+        rate: codec.rate,
+        bit_rate: codec.bit_rate as u32,
+        extradata,
+    }
 }
 
 pub(super) fn mono(format: format::Sample, samples: usize, rate: u32) -> frame::Audio {
@@ -62,7 +109,6 @@ pub(super) fn mono(format: format::Sample, samples: usize, rate: u32) -> frame::
 const S16: format::Sample = format::Sample::I16(format::sample::Type::Packed);
 pub(super) const FLTP: format::Sample = format::Sample::F32(format::sample::Type::Planar);
 
-/// Opens `spec`'s encoder for planar f32 mono at its rate and bit rate.
 /// Adds `out`'s stream for a track encoded by `encoder` (or one opened alike).
 pub(super) fn add_stream(
     path: &Path,
@@ -76,6 +122,7 @@ pub(super) fn add_stream(
     Ok(())
 }
 
+/// Opens `spec`'s encoder for planar f32 mono at its rate and bit rate.
 pub(super) fn open_encoder(
     path: &Path,
     spec: TrackCodec,
@@ -199,36 +246,29 @@ impl AacTrack {
             fifo: Vec::with_capacity(frame_size * 4),
             frame_size: frame_size.max(1),
             next_pts: 0,
-            rate: codec.rate,
-            stream_index: 0,
-            stream_tb: Rational::new(1, codec.rate as i32),
+            codec,
             path: path.to_path_buf(),
         })
     }
 
     /// Adds the output's stream for this track, described by the opened encoder's parameters.
     pub(crate) fn add_stream(&self, out: &mut format::context::Output) -> Result<(), MediaError> {
-        add_stream(&self.path, &self.encoder, self.rate, out)
+        add_stream(&self.path, &self.encoder, self.codec.rate, out)
     }
 
-    /// Where packets go; the time base is the one the muxer chose in `write_header`.
-    pub(crate) fn set_stream(&mut self, index: usize, time_base: Rational) {
-        self.stream_index = index;
-        self.stream_tb = time_base;
+    /// What an MP4's `esds` says of this track.
+    pub(super) fn config(&self) -> AacConfig {
+        aac_config(&self.encoder, self.codec)
     }
 
     /// Resamples `pcm` and encodes every complete frame now available.
-    pub(crate) fn push(
-        &mut self,
-        pcm: &[i16],
-        out: &mut format::context::Output,
-    ) -> Result<(), MediaError> {
+    pub(crate) fn push(&mut self, pcm: &[i16], out: &mut dyn PacketOut) -> Result<(), MediaError> {
         self.to_rate.run(pcm, &mut self.fifo)?;
         self.encode_full_frames(out)
     }
 
     /// Drains the resampler, encodes the short last frame and flushes the encoder.
-    pub(crate) fn finish(mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+    pub(crate) fn finish(mut self, out: &mut dyn PacketOut) -> Result<(), MediaError> {
         self.to_rate.flush(&mut self.fifo)?;
         self.encode_full_frames(out)?;
         if !self.fifo.is_empty() {
@@ -239,7 +279,7 @@ impl AacTrack {
         self.drain(out)
     }
 
-    fn encode_full_frames(&mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+    fn encode_full_frames(&mut self, out: &mut dyn PacketOut) -> Result<(), MediaError> {
         let mut start = 0;
         while self.fifo.len() - start >= self.frame_size {
             self.encode(start, self.frame_size, out)?;
@@ -254,9 +294,9 @@ impl AacTrack {
         &mut self,
         start: usize,
         len: usize,
-        out: &mut format::context::Output,
+        out: &mut dyn PacketOut,
     ) -> Result<(), MediaError> {
-        let mut frame = mono(FLTP, len, self.rate);
+        let mut frame = mono(FLTP, len, self.codec.rate);
         frame
             .plane_mut::<f32>(0)
             .copy_from_slice(&self.fifo[start..start + len]);
@@ -270,16 +310,10 @@ impl AacTrack {
         self.drain(out)
     }
 
-    fn drain(&mut self, out: &mut format::context::Output) -> Result<(), MediaError> {
+    fn drain(&mut self, out: &mut dyn PacketOut) -> Result<(), MediaError> {
         let mut packet = Packet::empty();
         while receive(&self.path, &mut self.encoder, &mut packet)? {
-            packet.set_stream(self.stream_index);
-            packet.rescale_ts(Rational::new(1, self.rate as i32), self.stream_tb);
-            ff(
-                &self.path,
-                "write audio packet",
-                packet.write_interleaved(out),
-            )?;
+            out.write(&mut packet)?;
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use ffmpeg_next::{Rational, format};
 
-use super::aac::{AAC, add_stream, open_encoder};
+use super::aac::{AAC, Muxed, add_stream, open_encoder};
 use super::aac_pieces::{Encoded, Pieces};
 use super::error::MediaError;
 use super::probe::{FileId, open_chunk, pcm_stream, read_packet};
@@ -154,7 +154,12 @@ impl AudioAhead {
             if !due(e.pts) {
                 return Ok(());
             }
-            e.write(&self.output, clock, self.stream, out)?;
+            e.write(&mut Muxed {
+                out,
+                stream: self.stream,
+                clock,
+                path: &self.output,
+            })?;
             self.pending.pop_front();
         }
     }

@@ -23,11 +23,12 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use ffmpeg_next::{Packet, Rational, encoder, format};
+use ffmpeg_next::{Packet, encoder};
 
-use super::aac::{FLTP, ToRate, TrackCodec, add_stream, mono, open_encoder};
+use super::aac::{FLTP, PacketOut, ToRate, TrackCodec, aac_config, mono, open_encoder};
 use super::chunk::receive;
 use super::error::{MediaError, ff};
+use super::mp4_audio::AacConfig;
 
 /// Frames per piece: about 11 s at 48 kHz, long enough that the rolls cost about 1.4% more encoding.
 const PIECE_FRAMES: usize = 512;
@@ -48,14 +49,8 @@ pub(super) struct Encoded {
 }
 
 impl Encoded {
-    /// Writes the packet to `stream` (index, time base) of `out`; `clock` is the sample clock.
-    pub(super) fn write(
-        &self,
-        path: &Path,
-        clock: Rational,
-        (index, time_base): (usize, Rational),
-        out: &mut format::context::Output,
-    ) -> Result<(), MediaError> {
+    /// Writes the packet to `out`.
+    pub(super) fn write(&self, out: &mut dyn PacketOut) -> Result<(), MediaError> {
         let mut packet = Packet::copy(&self.data);
         packet.set_pts(Some(self.pts));
         packet.set_dts(Some(self.dts));
@@ -63,9 +58,7 @@ impl Encoded {
         if self.key {
             packet.set_flags(ffmpeg_next::packet::Flags::KEY);
         }
-        packet.set_stream(index);
-        packet.rescale_ts(clock, time_base);
-        ff(path, "write audio packet", packet.write_interleaved(out))
+        out.write(&mut packet)
     }
 }
 
@@ -74,7 +67,7 @@ type Piece = JoinHandle<Result<Vec<Encoded>, MediaError>>;
 /// Where finished pieces go, in order.
 pub(super) type Done<'a> = dyn FnMut(Vec<Encoded>) -> Result<(), MediaError> + 'a;
 
-/// The encoding side: PCM in, each piece's packets out in order (to a muxer in [`PieceTrack`],
+/// The encoding side: PCM in, each piece's packets out in order (to the M4B or M4A in [`PieceTrack`],
 /// to assembly in [`super::aac_ahead`]).
 pub(super) struct Pieces {
     /// Opened for the stream's parameters; every piece opens one like it.
@@ -199,12 +192,9 @@ impl Pieces {
     }
 }
 
-/// An M4B's or M4A's track: [`Pieces`] written to the muxer as they finish.
+/// An M4B's or M4A's track: [`Pieces`] written out as they finish.
 pub(crate) struct PieceTrack {
     pieces: Pieces,
-    stream_index: usize,
-    stream_tb: Rational,
-    path: PathBuf,
 }
 
 impl PieceTrack {
@@ -219,60 +209,29 @@ impl PieceTrack {
     ) -> Result<PieceTrack, MediaError> {
         Ok(PieceTrack {
             pieces: Pieces::open(path, in_rate, global_header, codec, threads)?,
-            stream_index: 0,
-            stream_tb: Rational::new(1, codec.rate as i32),
-            path: path.to_path_buf(),
         })
     }
 
-    pub(crate) fn add_stream(&self, out: &mut format::context::Output) -> Result<(), MediaError> {
-        let p = &self.pieces;
-        add_stream(&self.path, &p.template, p.codec.rate, out)
+    /// What an MP4's `esds` says of this track.
+    pub(super) fn config(&self) -> AacConfig {
+        aac_config(&self.pieces.template, self.pieces.codec)
     }
 
-    /// Where packets go; the time base is the one the muxer chose in `write_header`.
-    pub(crate) fn set_stream(&mut self, index: usize, time_base: Rational) {
-        self.stream_index = index;
-        self.stream_tb = time_base;
-    }
-
-    /// Resamples `pcm`, starts every piece now complete, and muxes the pieces finished in order.
-    pub(crate) fn push(
-        &mut self,
-        pcm: &[i16],
-        out: &mut format::context::Output,
-    ) -> Result<(), MediaError> {
-        let (path, clock) = (&self.path, self.clock());
-        let stream = (self.stream_index, self.stream_tb);
-        self.pieces.push(pcm, &mut |packets| {
-            write_all(path, &packets, clock, stream, out)
-        })
-    }
-
-    /// Encodes the rest and muxes every piece still running, in order.
-    pub(crate) fn finish(self, out: &mut format::context::Output) -> Result<(), MediaError> {
-        let (path, clock) = (&self.path, self.clock());
-        let stream = (self.stream_index, self.stream_tb);
+    /// Resamples `pcm`, starts every piece now complete, and writes the pieces finished in order.
+    pub(crate) fn push(&mut self, pcm: &[i16], out: &mut dyn PacketOut) -> Result<(), MediaError> {
         self.pieces
-            .finish(&mut |packets| write_all(path, &packets, clock, stream, out))
+            .push(pcm, &mut |packets| write_all(&packets, out))
     }
 
-    fn clock(&self) -> Rational {
-        Rational::new(1, self.pieces.codec.rate as i32)
+    /// Encodes the rest and writes every piece still running, in order.
+    pub(crate) fn finish(self, out: &mut dyn PacketOut) -> Result<(), MediaError> {
+        self.pieces.finish(&mut |packets| write_all(&packets, out))
     }
 }
 
-/// Writes a piece's packets to `stream` of `out`.
-fn write_all(
-    path: &Path,
-    packets: &[Encoded],
-    clock: Rational,
-    stream: (usize, Rational),
-    out: &mut format::context::Output,
-) -> Result<(), MediaError> {
-    packets
-        .iter()
-        .try_for_each(|e| e.write(path, clock, stream, out))
+/// Writes a piece's packets to `out`.
+fn write_all(packets: &[Encoded], out: &mut dyn PacketOut) -> Result<(), MediaError> {
+    packets.iter().try_for_each(|e| e.write(out))
 }
 
 /// Encodes `samples` (output sample `first` onwards) with an encoder of its own and returns the

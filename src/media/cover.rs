@@ -1,7 +1,7 @@
 //! Cover art as an attached picture: one extra video stream with the `attached_pic` disposition
 //! and a single packet holding the image's original bytes (MJPEG or PNG codec id). FFmpeg's MP4
-//! muxers (mp4, ipod) write it as the iTunes `covr` atom, its MP3 muxer as an ID3v2 `APIC` frame;
-//! neither re-encodes it, and players and `ffprobe` read it back as an attached picture.
+//! muxer writes it as the iTunes `covr` atom of a video, its MP3 muxer as an ID3v2 `APIC` frame
+//! (an M4B's `covr` is written by [`super::mp4_audio`]); neither re-encodes it, and players and `ffprobe` read it back as an attached picture.
 //!
 //! Order: the stream is added after the output's other streams (their indices stay as they were)
 //! and before the header; the packet is written right after the header, before any audio, because

@@ -17,6 +17,7 @@ mod audio;
 mod check;
 mod cover;
 pub mod loudness;
+mod mp4_audio;
 pub use atomic::remove_stale_partials;
 mod chunk;
 mod error;

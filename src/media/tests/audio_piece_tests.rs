@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use super::super::{AudioAhead, AudioFormat, AudioMeta, AudioWriter, Chapter, ChunkWriter};
 use super::{assemble_paths, ffprobe, gradient, num, small, stream, temp};
 
-const RATE: u32 = 48_000;
+pub(super) const RATE: u32 = 48_000;
 /// Where pieces join: every 512 frames of 1024 samples.
 const PIECE: usize = 512 * 1024;
 /// A voice's rate, which a video's chunks keep.
@@ -17,7 +17,7 @@ const VOICE: u32 = 22_050;
 /// Speech-like at `rate`: a voiced tone gliding between 90 and 240 Hz with ten harmonics,
 /// syllables with hard onsets four times a second, noise bursts (fricatives) and pauses, from a
 /// fixed seed; a hand clap lands right on the second join.
-fn speechlike(n: usize, rate: u32) -> Vec<i16> {
+pub(super) fn speechlike(n: usize, rate: u32) -> Vec<i16> {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut noise = move || {
         seed ^= seed << 13;
@@ -80,7 +80,7 @@ fn write(path: &Path, pcm: &[i16], threads: usize) {
 }
 
 /// The file's audio as the ffmpeg CLI decodes it (edit list applied), s16 mono at `RATE`.
-fn decode(path: &Path) -> Vec<i16> {
+pub(super) fn decode(path: &Path) -> Vec<i16> {
     let out = Command::new("ffmpeg")
         .args(["-v", "error", "-i"])
         .arg(path)

@@ -8,6 +8,7 @@ mod assemble_tests;
 mod audio_piece_tests;
 mod chunk_tests;
 mod error_tests;
+mod mp4_audio_tests;
 mod region_tests;
 mod subtitle_tests;
 
