@@ -119,6 +119,7 @@ impl Mp4Audio {
         aac: AacConfig,
     ) -> Result<Mp4Audio, MediaError> {
         let marks = marks(meta)?;
+        let samples: Vec<Vec<u8>> = marks.iter().map(|m| chapter_sample(&m.title)).collect();
         let file = io(
             output,
             "create output file",
@@ -141,14 +142,12 @@ impl Mp4Audio {
             audiobook: kind == AudioFormat::M4b,
             meta: meta.clone(),
             marks,
-            mark_sizes: Vec::new(),
+            mark_sizes: samples.iter().map(|s| s.len() as u32).collect(),
             aac,
             index: Index::default(),
         };
-        for mark in mp4.marks.clone() {
-            let sample = chapter_sample(&mark.title);
-            mp4.append(&sample)?;
-            mp4.mark_sizes.push(sample.len() as u32);
+        for sample in &samples {
+            mp4.append(sample)?;
         }
         Ok(mp4)
     }
@@ -169,7 +168,7 @@ impl Mp4Audio {
             self.index.add_duration(clock(duration, &self.output)?);
         }
         let payload = self.index.payload;
-        let file = self.file.into_inner().map_err(|e| MediaError::Io {
+        let mut file = self.file.into_inner().map_err(|e| MediaError::Io {
             path: self.output.clone(),
             step: "write audio packet",
             source: e.into_error(),
@@ -184,7 +183,6 @@ impl Mp4Audio {
             index: &self.index,
         };
         let head = layout.head(payload);
-        let mut file = file;
         io(
             &self.temp,
             "move the audio behind the index",
@@ -203,6 +201,14 @@ impl PacketOut for Mp4Audio {
         let data = packet.data().unwrap_or_default();
         let dts = packet.dts().or(packet.pts()).unwrap_or(0);
         let index = &mut self.index;
+        let first = *index.first_dts.get_or_insert(dts);
+        let hours = (dts - first).unsigned_abs() / u64::from(self.aac.rate) / 3600;
+        if hours >= MAX_HOURS {
+            return Err(MediaError::InvalidMeta(format!(
+                "{}: an M4B or M4A holds at most {MAX_HOURS} hours; split the book (--split chapters)",
+                self.output.display()
+            )));
+        }
         if let Some((last, _)) = index.last {
             let step = dts - last;
             if step <= 0 {
@@ -212,14 +218,6 @@ impl PacketOut for Mp4Audio {
                 )));
             }
             index.add_duration(clock(step, &self.output)?);
-        }
-        let first = *index.first_dts.get_or_insert(dts);
-        let hours = (dts - first).unsigned_abs() / u64::from(self.aac.rate) / 3600;
-        if hours >= MAX_HOURS {
-            return Err(MediaError::InvalidMeta(format!(
-                "{}: an M4B or M4A holds at most {MAX_HOURS} hours; split the book (--split chapters)",
-                self.output.display()
-            )));
         }
         index.last = Some((dts, packet.duration()));
         let size = data.len() as u64;
@@ -235,8 +233,7 @@ impl PacketOut for Mp4Audio {
         }
         index.sizes.push(data.len() as u32);
         index.audio_bytes += size;
-        let data = data.to_vec();
-        self.append(&data)
+        self.append(data)
     }
 }
 
@@ -839,6 +836,48 @@ mod tests {
         let err = marks(&meta).unwrap_err();
         assert!(err.to_string().contains("chapter 1"), "{err}");
         assert!(err.to_string().contains("starts before"), "{err}");
+    }
+
+    /// A writer of an M4A in `dir`, and a packet of `size` bytes at `dts`.
+    fn writer(dir: &Path) -> Mp4Audio {
+        let (out, temp) = (dir.join("a.m4a"), dir.join(".a.m4a.partial"));
+        let aac = AacConfig {
+            rate: 48_000,
+            bit_rate: 96_000,
+            extradata: vec![0x11, 0x90],
+        };
+        Mp4Audio::create(&out, &temp, AudioFormat::M4a, &AudioMeta::default(), aac).unwrap()
+    }
+
+    fn packet(dts: i64) -> Packet {
+        let mut p = Packet::copy(&[1, 2, 3]);
+        p.set_dts(Some(dts));
+        p.set_pts(Some(dts));
+        p.set_duration(1024);
+        p
+    }
+
+    #[test]
+    fn packets_out_of_order_too_far_apart_or_past_1000_hours_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = |dts: [i64; 2], says: &str| {
+            let mut w = writer(dir.path());
+            w.write(&mut packet(dts[0])).unwrap();
+            let err = w.write(&mut packet(dts[1])).unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+        };
+        refused([0, 0], "does not follow the one at 0");
+        refused([5_000, 1_024], "does not follow");
+        refused([0, 1 << 32], "lasts 4294967296 samples");
+        let thousand_hours = 48_000 * 3_600 * 1_000;
+        refused([0, thousand_hours], "at most 1000 hours; split the book");
+        let mut w = writer(dir.path());
+        w.write(&mut packet(-1024)).unwrap();
+        w.write(&mut packet(0)).unwrap();
+        w.finish().unwrap();
+        let file = std::fs::read(dir.path().join(".a.m4a.partial")).unwrap();
+        assert_eq!(&file[4..8], b"ftyp");
+        assert_eq!(&file[file.len() - 14..file.len() - 6], b"\0\0\0\x0emdat");
     }
 
     #[test]
