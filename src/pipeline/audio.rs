@@ -3,13 +3,14 @@
 //!
 //! The face, frame and chunk-video stages are skipped. Two passes over the chunks in order, the
 //! speech asked for ahead up to a byte budget and handed to a second thread: the first synthesises
-//! what the phrase cache lacks and measures every chunk (the MP4 muxer wants the chapters before
-//! its header) and, with `--loudness`, the whole book's loudness; the second reads the speech back
-//! from the cache through the leveller (one gain for the book, a peak limiter, ACX's room tone at
-//! the ends of each file) into the streaming writer, which moves on to the next file where the
-//! next chapter begins; the writer and the meter of the levelled audio run on threads of their
-//! own, so that the tail after the last sentence is as long as its slowest stage. Memory stays that of the budget whatever the book's length, and chapters
-//! and subtitle cues are timed on the same sample clock as the audio written.
+//! what the phrase cache lacks and measures every chunk (the writers take the chapters up front:
+//! an MP3's ID3v2 tag, chapters included, comes before its audio) and, with `--loudness`, the
+//! whole book's loudness; the second reads the speech back from the cache through the leveller
+//! (one gain for the book, a peak limiter, ACX's room tone at the ends of each file) into the
+//! streaming writer, which moves on to the next file where the next chapter begins; the writer and
+//! the meter of the levelled audio run on threads of their own, so that the tail after the last
+//! sentence is as long as its slowest stage. Memory stays that of the budget whatever the book's
+//! length, and chapters and subtitle cues are timed on the same sample clock as the audio written.
 
 use std::collections::VecDeque;
 use std::ops::Range;
