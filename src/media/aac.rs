@@ -18,7 +18,6 @@ use ffmpeg_next::{
 
 use super::chunk::receive;
 use super::error::{MediaError, ff};
-use super::mp4_audio::AacConfig;
 
 /// Output sample rate of the AAC track.
 pub(crate) const AAC_RATE: u32 = 48_000;
@@ -49,6 +48,15 @@ pub(crate) struct AacTrack {
     next_pts: i64,
     codec: TrackCodec,
     path: PathBuf,
+}
+
+/// What an MP4's `esds` says of an AAC track.
+#[derive(Debug, Clone)]
+pub(super) struct AacConfig {
+    pub(super) rate: u32,
+    pub(super) bit_rate: u32,
+    /// The encoder's AudioSpecificConfig.
+    pub(super) extradata: Vec<u8>,
 }
 
 /// Where a track's packets go, timed on its sample clock (1/rate): FFmpeg's muxer for an MP3 or

@@ -25,10 +25,9 @@ use std::thread::JoinHandle;
 
 use ffmpeg_next::{Packet, encoder};
 
-use super::aac::{FLTP, PacketOut, ToRate, TrackCodec, aac_config, mono, open_encoder};
+use super::aac::{AacConfig, FLTP, PacketOut, ToRate, TrackCodec, aac_config, mono, open_encoder};
 use super::chunk::receive;
 use super::error::{MediaError, ff};
-use super::mp4_audio::AacConfig;
 
 /// Frames per piece: about 11 s at 48 kHz, long enough that the rolls cost about 1.4% more encoding.
 const PIECE_FRAMES: usize = 512;
@@ -67,8 +66,8 @@ type Piece = JoinHandle<Result<Vec<Encoded>, MediaError>>;
 /// Where finished pieces go, in order.
 pub(super) type Done<'a> = dyn FnMut(Vec<Encoded>) -> Result<(), MediaError> + 'a;
 
-/// The encoding side: PCM in, each piece's packets out in order (to the M4B or M4A in [`PieceTrack`],
-/// to assembly in [`super::aac_ahead`]).
+/// The encoding side: PCM in, each piece's packets out in order (to the M4B or M4A in
+/// [`PieceTrack`], to assembly in [`super::aac_ahead`]).
 pub(super) struct Pieces {
     /// Opened for the stream's parameters; every piece opens one like it.
     template: encoder::Audio,

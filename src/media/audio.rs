@@ -24,7 +24,7 @@ use super::cover::{add_cover_stream, write_cover};
 use super::error::{MediaError, ff, io};
 use super::mp4_audio::Mp4Audio;
 use super::subtitles::{MS, to_ms};
-use super::{Chapter, TrackNumber, init, text_tags};
+use super::{AudioMeta, init, text_tags};
 
 /// The audio-only kinds of output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,21 +98,6 @@ pub struct AudioWriter {
     path: PathBuf,
 }
 
-/// Title, album, author, track, chapters and cover of an audio-only output (WAV keeps none of
-/// them).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AudioMeta {
-    pub title: Option<String>,
-    /// The book's title: the same as `title` for a whole book, apart for a chapter's file.
-    pub album: Option<String>,
-    pub author: Option<String>,
-    /// The file's number in a `--split chapters` set.
-    pub track: Option<TrackNumber>,
-    pub chapters: Vec<Chapter>,
-    /// Embedded as an attached picture: `covr` in M4B/M4A, an ID3v2 `APIC` frame in MP3.
-    pub cover: Option<crate::cover::Cover>,
-}
-
 impl AudioWriter {
     /// `threads` above one encodes an M4B's or M4A's AAC in pieces on that many threads.
     pub fn create(
@@ -162,7 +147,7 @@ impl AudioWriter {
                 mp4_sink(
                     output,
                     partial.path(),
-                    kind,
+                    kind == AudioFormat::M4b,
                     (sample_rate, codec),
                     meta,
                     threads,
@@ -258,11 +243,12 @@ impl AudioWriter {
     }
 }
 
-/// An M4B's or M4A's writer, its AAC track from one encoder or, on more threads, in pieces.
+/// An M4B's (`audiobook`) or M4A's writer, its AAC track from one encoder or, on more threads,
+/// in pieces.
 fn mp4_sink(
     output: &Path,
     temp: &Path,
-    kind: AudioFormat,
+    audiobook: bool,
     (sample_rate, codec): (u32, TrackCodec),
     meta: &AudioMeta,
     threads: usize,
@@ -289,7 +275,7 @@ fn mp4_sink(
         Track::Serial(aac) => aac.config(),
         Track::Pieces(aac) => aac.config(),
     };
-    let mp4 = Mp4Audio::create(output, temp, kind, meta, config)?;
+    let mp4 = Mp4Audio::create(output, temp, audiobook, meta, config)?;
     Ok(Sink::Mp4 {
         mp4: Box::new(mp4),
         track: Box::new(track),
@@ -312,23 +298,7 @@ fn mp3_sink(
         .as_ref()
         .map(|c| add_cover_stream(&mut out, output, c).map(|index| (index, c)))
         .transpose()?;
-    for (i, c) in meta.chapters.iter().enumerate() {
-        let what = format!("chapter {i}");
-        let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
-        ff(
-            output,
-            "add chapter",
-            out.add_chapter(i as i64 + 1, MS, start, end.max(start), &c.title),
-        )?;
-    }
-    let mut tags = text_tags(
-        meta.title.as_deref(),
-        meta.album.as_deref(),
-        meta.author.as_deref(),
-        meta.track,
-    );
-    tags.set("genre", "Audiobook");
-    out.set_metadata(tags);
+    audiobook_meta(&mut out, output, meta)?;
     let mut options = Dictionary::new();
     // ID3v2.4 (UTF-8 text, chapter frames) and a Xing header with the exact length.
     options.set("id3v2_version", "4");
@@ -349,6 +319,32 @@ fn mp3_sink(
         stream: (0, tb),
         clock,
     })
+}
+
+/// Gives FFmpeg's output `out` the chapters and tags of `meta`, with the genre of an audiobook.
+pub(super) fn audiobook_meta(
+    out: &mut format::context::Output,
+    output: &Path,
+    meta: &AudioMeta,
+) -> Result<(), MediaError> {
+    for (i, c) in meta.chapters.iter().enumerate() {
+        let what = format!("chapter {i}");
+        let (start, end) = (to_ms(c.start, &what)?, to_ms(c.end, &what)?);
+        ff(
+            output,
+            "add chapter",
+            out.add_chapter(i as i64 + 1, MS, start, end.max(start), &c.title),
+        )?;
+    }
+    let mut tags = text_tags(
+        meta.title.as_deref(),
+        meta.album.as_deref(),
+        meta.author.as_deref(),
+        meta.track,
+    );
+    tags.set("genre", "Audiobook");
+    out.set_metadata(tags);
+    Ok(())
 }
 
 /// The AAC track of an M4B or M4A.

@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 
 pub use aac_ahead::AudioAhead;
 pub use assemble::{ChunkRef, assemble, write_mp4};
-pub use audio::{AudioFormat, AudioMeta, AudioWriter};
+pub use audio::{AudioFormat, AudioWriter};
 pub use check::measure_file;
 pub use chunk::ChunkWriter;
 pub use error::MediaError;
@@ -182,6 +182,21 @@ fn text_tags(
         tags.set("track", &format!("{n}/{count}"));
     }
     tags
+}
+
+/// Title, album, author, track, chapters and cover of an audio-only output (WAV keeps none of
+/// them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AudioMeta {
+    pub title: Option<String>,
+    /// The book's title: the same as `title` for a whole book, apart for a chapter's file.
+    pub album: Option<String>,
+    pub author: Option<String>,
+    /// The file's number in a `--split chapters` set.
+    pub track: Option<TrackNumber>,
+    pub chapters: Vec<Chapter>,
+    /// Embedded as an attached picture: `covr` in M4B/M4A, an ID3v2 `APIC` frame in MP3.
+    pub cover: Option<crate::cover::Cover>,
 }
 
 /// Optional extras of the final MP4.

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next::Packet;
 
-use super::aac::PacketOut;
-use super::audio::{AudioFormat, AudioMeta};
+use super::AudioMeta;
+use super::aac::{AacConfig, PacketOut};
 use super::error::{MediaError, io};
 use super::subtitles::to_ms;
 
@@ -38,15 +38,6 @@ const SHIFT_BLOCK: usize = 1 << 20;
 const MATRIX: [u32; 9] = [0x1_0000, 0, 0, 0, 0x1_0000, 0, 0, 0, 0x4000_0000];
 /// ISO 639-2 "und", packed as three 5-bit letters.
 const UNDETERMINED: u16 = 0x55c4;
-
-/// What the `esds` says of the AAC track.
-#[derive(Debug, Clone)]
-pub(super) struct AacConfig {
-    pub(super) rate: u32,
-    pub(super) bit_rate: u32,
-    /// The encoder's AudioSpecificConfig.
-    pub(super) extradata: Vec<u8>,
-}
 
 /// A chapter as the file stores it.
 #[derive(Debug, Clone)]
@@ -111,10 +102,11 @@ impl Index {
 
 impl Mp4Audio {
     /// Checks `meta`, creates the temp file `temp` and writes the chapter samples to it.
+    /// `audiobook`: an M4B (its brand, genre and media kind), else an M4A.
     pub(super) fn create(
         output: &Path,
         temp: &Path,
-        kind: AudioFormat,
+        audiobook: bool,
         meta: &AudioMeta,
         aac: AacConfig,
     ) -> Result<Mp4Audio, MediaError> {
@@ -134,12 +126,8 @@ impl Mp4Audio {
             file: BufWriter::new(file),
             output: output.to_path_buf(),
             temp: temp.to_path_buf(),
-            brand: if kind == AudioFormat::M4b {
-                b"M4B "
-            } else {
-                b"M4A "
-            },
-            audiobook: kind == AudioFormat::M4b,
+            brand: if audiobook { b"M4B " } else { b"M4A " },
+            audiobook,
             meta: meta.clone(),
             marks,
             mark_sizes: samples.iter().map(|s| s.len() as u32).collect(),
@@ -846,7 +834,7 @@ mod tests {
             bit_rate: 96_000,
             extradata: vec![0x11, 0x90],
         };
-        Mp4Audio::create(&out, &temp, AudioFormat::M4a, &AudioMeta::default(), aac).unwrap()
+        Mp4Audio::create(&out, &temp, false, &AudioMeta::default(), aac).unwrap()
     }
 
     fn packet(dts: i64) -> Packet {

@@ -8,9 +8,9 @@ use std::process::Command;
 use ffmpeg_next::{Dictionary, Rational, format};
 
 use super::super::aac::{AAC, AacTrack, Muxed};
+use super::super::audio::audiobook_meta;
 use super::super::cover::{add_cover_stream, write_cover};
-use super::super::subtitles::{MS, to_ms};
-use super::super::{AudioFormat, AudioMeta, AudioWriter, Chapter, init, text_tags};
+use super::super::{AudioFormat, AudioMeta, AudioWriter, Chapter, init};
 use super::audio_piece_tests::{RATE, decode, speechlike};
 use super::{ffprobe, num, stream, temp, top_level_atoms};
 
@@ -48,19 +48,7 @@ fn reference(path: &Path, pcm: &[i16], meta: &AudioMeta) {
     aac.add_stream(&mut out).unwrap();
     let cover = meta.cover.as_ref().unwrap();
     let index = add_cover_stream(&mut out, path, cover).unwrap();
-    for (i, c) in meta.chapters.iter().enumerate() {
-        let (start, end) = (to_ms(c.start, "").unwrap(), to_ms(c.end, "").unwrap());
-        out.add_chapter(i as i64 + 1, MS, start, end, &c.title)
-            .unwrap();
-    }
-    let mut tags = text_tags(
-        meta.title.as_deref(),
-        meta.album.as_deref(),
-        meta.author.as_deref(),
-        meta.track,
-    );
-    tags.set("genre", "Audiobook");
-    out.set_metadata(tags);
+    audiobook_meta(&mut out, path, meta).unwrap();
     let mut options = Dictionary::new();
     options.set("movflags", "+faststart");
     options.set("brand", "M4B ");
