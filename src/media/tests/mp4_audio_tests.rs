@@ -237,6 +237,15 @@ fn an_m4b_holds_what_ffmpegs_muxer_writes_from_the_same_packets() {
             "sample description"
         );
     }
+    // The decoder's configuration and bit rates; the sample entry around it says one channel
+    // where FFmpeg's says the template's two.
+    let esds = |d: &[u8]| {
+        let stsd = find_box(trak(d, b"soun"), &[b"mdia", b"minf", b"stbl", b"stsd"]).unwrap();
+        let at = stsd.windows(4).position(|w| w == b"esds").expect("esds") - 4;
+        let size = u32::from_be_bytes(stsd[at..at + 4].try_into().unwrap()) as usize;
+        stsd[at..at + size].to_vec()
+    };
+    assert_eq!(esds(&ours), esds(&theirs), "esds");
 }
 
 #[test]
