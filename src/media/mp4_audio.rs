@@ -82,10 +82,7 @@ struct Index {
 
 impl Index {
     fn add_duration(&mut self, duration: u32) {
-        match self.durations.last_mut() {
-            Some((count, d)) if *d == duration => *count += 1,
-            _ => self.durations.push((1, duration)),
-        }
+        add_run(&mut self.durations, duration);
     }
 
     /// Sums of the table: media duration in samples (priming included) and the priming.
@@ -222,6 +219,14 @@ impl PacketOut for Mp4Audio {
         index.sizes.push(data.len() as u32);
         index.audio_bytes += size;
         self.append(data)
+    }
+}
+
+/// One more sample of `duration` in `stts`'s runs of (count, duration).
+fn add_run(runs: &mut Vec<(u32, u32)>, duration: u32) {
+    match runs.last_mut() {
+        Some((count, d)) if *d == duration => *count += 1,
+        _ => runs.push((1, duration)),
     }
 }
 
@@ -473,37 +478,35 @@ impl Layout<'_> {
                         atom(b, b"text", |b| MATRIX.iter().for_each(|&m| put32(b, m)));
                     });
                     dinf(b);
-                    atom(b, b"stbl", |b| {
-                        full(b, b"stsd", 0, 0, |b| {
-                            put32(b, 1);
-                            atom(b, b"text", |b| {
-                                b.extend_from_slice(&[0; 6]);
-                                put16(b, 1);
-                                b.extend_from_slice(&TEXT_SAMPLE_ENTRY);
-                            });
-                        });
-                        let mut runs = Vec::new();
-                        for (i, m) in self.marks.iter().enumerate() {
-                            let next = self.marks.get(i + 1).map_or(m.end_ms, |n| n.start_ms);
-                            let run = (1, (next - m.start_ms).max(0) as u32);
-                            match runs.last_mut() {
-                                Some((n, d)) if *d == run.1 => *n += 1,
-                                _ => runs.push(run),
-                            }
-                        }
-                        stts(b, &runs);
-                        stsc(b, std::iter::once(self.mark_sizes.len() as u32));
-                        stsz(b, self.mark_sizes);
-                        chunk_offsets(b, wide, std::iter::once(base));
-                    });
+                    atom(b, b"stbl", |b| self.chapter_table(b, base, wide));
                 });
             });
         });
     }
 
+    /// The chapter track's samples: one a chapter, lasting to the next one's start.
+    fn chapter_table(&self, b: &mut Vec<u8>, base: u64, wide: bool) {
+        full(b, b"stsd", 0, 0, |b| {
+            put32(b, 1);
+            atom(b, b"text", |b| {
+                b.extend_from_slice(&[0; 6]);
+                put16(b, 1);
+                b.extend_from_slice(&TEXT_SAMPLE_ENTRY);
+            });
+        });
+        let mut runs = Vec::new();
+        for (i, m) in self.marks.iter().enumerate() {
+            let next = self.marks.get(i + 1).map_or(m.end_ms, |n| n.start_ms);
+            add_run(&mut runs, (next - m.start_ms).max(0) as u32);
+        }
+        stts(b, &runs);
+        stsc(b, std::iter::once(self.mark_sizes.len() as u32));
+        stsz(b, self.mark_sizes);
+        chunk_offsets(b, wide, std::iter::once(base));
+    }
+
     /// The iTunes tags and the Nero chapter list.
     fn udta(&self, b: &mut Vec<u8>) {
-        let m = self.meta;
         atom(b, b"udta", |b| {
             full(b, b"meta", 0, 0, |b| {
                 full(b, b"hdlr", 0, 0, |b| {
@@ -511,48 +514,54 @@ impl Layout<'_> {
                     b.extend_from_slice(b"mdirappl");
                     b.extend_from_slice(&[0; 9]);
                 });
-                atom(b, b"ilst", |b| {
-                    let texts = [
-                        (b"\xa9nam", m.title.as_deref()),
-                        (b"\xa9ART", m.author.as_deref()),
-                        (b"aART", m.author.as_deref()),
-                        (b"\xa9alb", m.album.as_deref()),
-                        (b"\xa9too", Some(ENCODER)),
-                        (b"\xa9gen", self.audiobook.then_some("Audiobook")),
-                    ];
-                    for (kind, text) in texts {
-                        if let Some(text) = text {
-                            tag(b, kind, 1, text.as_bytes());
-                        }
-                    }
-                    if self.audiobook {
-                        tag(b, b"stik", 21, &[STIK_AUDIOBOOK]);
-                    }
-                    if let Some(cover) = &m.cover {
-                        tag(b, b"covr", if cover.png { 14 } else { 13 }, &cover.bytes);
-                    }
-                    if let Some((n, count)) = m.track {
-                        let mut trkn = [0u8; 8];
-                        trkn[2..4].copy_from_slice(&(n.min(0xffff) as u16).to_be_bytes());
-                        trkn[4..6].copy_from_slice(&(count.min(0xffff) as u16).to_be_bytes());
-                        tag(b, b"trkn", 0, &trkn);
-                    }
-                });
+                atom(b, b"ilst", |b| self.ilst(b));
             });
             if !self.marks.is_empty() {
-                full(b, b"chpl", 1, 0, |b| {
-                    put32(b, 0);
-                    let listed = &self.marks[..self.marks.len().min(255)];
-                    b.push(listed.len() as u8);
-                    for mark in listed {
-                        b.extend_from_slice(&(mark.start_ms as u64 * 10_000).to_be_bytes());
-                        let title = clip(&mark.title, 255);
-                        b.push(title.len() as u8);
-                        b.extend_from_slice(title.as_bytes());
-                    }
-                });
+                full(b, b"chpl", 1, 0, |b| self.chpl(b));
             }
         });
+    }
+
+    fn ilst(&self, b: &mut Vec<u8>) {
+        let m = self.meta;
+        let texts = [
+            (b"\xa9nam", m.title.as_deref()),
+            (b"\xa9ART", m.author.as_deref()),
+            (b"aART", m.author.as_deref()),
+            (b"\xa9alb", m.album.as_deref()),
+            (b"\xa9too", Some(ENCODER)),
+            (b"\xa9gen", self.audiobook.then_some("Audiobook")),
+        ];
+        for (kind, text) in texts {
+            if let Some(text) = text {
+                tag(b, kind, 1, text.as_bytes());
+            }
+        }
+        if self.audiobook {
+            tag(b, b"stik", 21, &[STIK_AUDIOBOOK]);
+        }
+        if let Some(cover) = &m.cover {
+            tag(b, b"covr", if cover.png { 14 } else { 13 }, &cover.bytes);
+        }
+        if let Some((n, count)) = m.track {
+            let mut trkn = [0u8; 8];
+            trkn[2..4].copy_from_slice(&(n.min(0xffff) as u16).to_be_bytes());
+            trkn[4..6].copy_from_slice(&(count.min(0xffff) as u16).to_be_bytes());
+            tag(b, b"trkn", 0, &trkn);
+        }
+    }
+
+    /// At most 255 chapters of 255-byte titles, starts in units of 100 ns.
+    fn chpl(&self, b: &mut Vec<u8>) {
+        put32(b, 0);
+        let listed = &self.marks[..self.marks.len().min(255)];
+        b.push(listed.len() as u8);
+        for mark in listed {
+            b.extend_from_slice(&(mark.start_ms as u64 * 10_000).to_be_bytes());
+            let title = clip(&mark.title, 255);
+            b.push(title.len() as u8);
+            b.extend_from_slice(title.as_bytes());
+        }
     }
 }
 
