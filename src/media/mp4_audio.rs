@@ -454,19 +454,15 @@ impl Layout<'_> {
         });
     }
 
+    /// The QuickTime chapter track, which covers the file from its start as Apple's players expect:
+    /// the first chapter's sample takes in any audio before it, as FFmpeg's muxer writes it.
+    /// `chpl` keeps every chapter's own start.
     fn chapter_trak(&self, b: &mut Vec<u8>, base: u64, wide: bool, ms: u32) {
-        let lead = self.marks.first().map_or(0, |m| m.start_ms as u32);
         atom(b, b"trak", |b| {
             tkhd(b, 2, 2, ms, (0, 0));
-            atom(b, b"edts", |b| {
-                if lead > 0 {
-                    elst(b, &[(lead, -1), (ms - lead, 0)]);
-                } else {
-                    elst(b, &[(ms, 0)]);
-                }
-            });
+            atom(b, b"edts", |b| elst(b, &[(ms, 0)]));
             atom(b, b"mdia", |b| {
-                mdhd(b, MOVIE_TIMESCALE, u64::from(ms - lead), 0);
+                mdhd(b, MOVIE_TIMESCALE, u64::from(ms), 0);
                 hdlr(b, b"text", "SubtitleHandler");
                 atom(b, b"minf", |b| {
                     atom(b, b"gmhd", |b| {
@@ -496,8 +492,9 @@ impl Layout<'_> {
         });
         let mut runs = Vec::new();
         for (i, m) in self.marks.iter().enumerate() {
+            let start = if i == 0 { 0 } else { m.start_ms };
             let next = self.marks.get(i + 1).map_or(m.end_ms, |n| n.start_ms);
-            add_run(&mut runs, (next - m.start_ms).max(0) as u32);
+            add_run(&mut runs, (next - start).max(0) as u32);
         }
         stts(b, &runs);
         stsc(b, std::iter::once(self.mark_sizes.len() as u32));

@@ -268,3 +268,52 @@ fn an_m4a_without_chapters_or_audio_is_still_a_whole_file() {
     assert!(p["format"]["tags"].get("media_type").is_none());
     assert_eq!(stream(&p, "audio")["codec_name"], "aac");
 }
+
+/// The chapter track covers the file from its start (Apple's players know no gap there), so its
+/// first chapter takes in the audio before it, as FFmpeg's does; `chpl` keeps the real start.
+#[test]
+fn a_first_chapter_after_the_start_is_where_ffmpeg_puts_it() {
+    let (_dir, ours) = temp("late.m4a");
+    let theirs = ours.with_file_name("theirs.m4a");
+    let pcm = speechlike(RATE as usize * 6, RATE);
+    let chapter = |title: &str, start: f64, end: f64| Chapter {
+        title: title.into(),
+        start,
+        end,
+    };
+    let meta = AudioMeta {
+        chapters: vec![chapter("Late", 1.5, 4.0), chapter("Later", 4.0, 6.0)],
+        ..meta(6.0)
+    };
+    let mut w = AudioWriter::create(&ours, AudioFormat::M4a, RATE, &meta, false, 2).unwrap();
+    w.push(&pcm).unwrap();
+    w.finish().unwrap();
+    reference(&theirs, &pcm, &meta);
+    let (a, b) = (ffprobe(&ours, &[]), ffprobe(&theirs, &[]));
+    let times = |p: &serde_json::Value| -> Vec<(f64, f64)> {
+        p["chapters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (num(&c["start_time"]), num(&c["end_time"])))
+            .collect()
+    };
+    assert_eq!(times(&a), [(0.0, 4.0), (4.0, 6.0)]);
+    assert_eq!(times(&a), times(&b));
+    let (ours, theirs) = (
+        std::fs::read(&ours).unwrap(),
+        std::fs::read(&theirs).unwrap(),
+    );
+    let chpl = |d: &[u8]| find_box(d, &[b"moov", b"udta", b"chpl"]).map(<[u8]>::to_vec);
+    assert_eq!(chpl(&ours), chpl(&theirs));
+    let first = chpl(&ours).unwrap()[9..17].to_vec();
+    assert_eq!(
+        u64::from_be_bytes(first.try_into().unwrap()),
+        15_000_000,
+        "1.5 s in chpl"
+    );
+    let stts = |d: &[u8]| {
+        find_box(trak(d, b"text"), &[b"mdia", b"minf", b"stbl", b"stts"]).map(<[u8]>::to_vec)
+    };
+    assert_eq!(stts(&ours), stts(&theirs));
+}
