@@ -316,11 +316,15 @@ impl Layout<'_> {
         } else {
             8
         };
-        // Offsets change neither size: only whether they need 64 bits does.
-        let unplaced = self.ftyp().len() + self.moov(0, true).len() + mdat_header;
-        let wide = unplaced as u64 + payload > u64::from(u32::MAX);
-        let base = (self.ftyp().len() + self.moov(0, wide).len() + mdat_header) as u64;
         let mut head = self.ftyp();
+        // An offset's value changes no size, only whether offsets need 64 bits does.
+        let narrow = (head.len() + self.moov(0, false).len() + mdat_header) as u64;
+        let wide = narrow + payload > u64::from(u32::MAX);
+        let base = if wide {
+            (head.len() + self.moov(0, true).len() + mdat_header) as u64
+        } else {
+            narrow
+        };
         head.extend(self.moov(base, wide));
         if mdat_header == 16 {
             head.extend_from_slice(&1u32.to_be_bytes());
