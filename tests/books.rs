@@ -10,7 +10,7 @@ use talker::phonemize::Phonemizer;
 use talker::tts::voice::VoiceConfig;
 use zip::write::SimpleFileOptions;
 
-use crate::util::{assert_success, default_voice, listing, probe, repo, talker};
+use crate::util::{assert_success, default_voice, duration, listing, probe, repo, talker};
 
 pub(crate) const CONTAINER: &str = r#"<?xml version="1.0"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
@@ -546,11 +546,7 @@ fn an_audio_render_unloads_its_voice_before_its_second_pass() {
     let m4b = d.join("short.m4b");
     let log = logged(&m4b, &["--no-cache"]);
     assert!(log.contains("voices unloaded at rest"), "{log}");
-    let seconds: f64 = probe(&m4b)["format"]["duration"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let seconds = duration(&m4b);
     assert!(seconds > 1.0, "{seconds} s");
     let mp4 = d.join("short.mp4");
     let log = logged(&mp4, &[repo("examples/portrait.png").to_str().unwrap()]);

@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{assert_success, listing, probe, render_deterministic as render, talker};
+use crate::util::{
+    assert_success, duration, listing, probe, render_deterministic as render, talker,
+};
 
 /// Three short chapters; the last title needs making safe for a file name.
 const BOOK: &str = r#"{"title": "The Keeper", "author": "Ada Writer", "segments": [
@@ -11,14 +13,6 @@ const BOOK: &str = r#"{"title": "The Keeper", "author": "Ada Writer", "segments"
     {"chapter": "Part 3: Ships/Gulls?", "text": "The gulls were loud."}]}"#;
 
 const NAMES: [&str; 3] = ["01 - Dusk", "02 - Dawn", "03 - Part 3_ Ships_Gulls_"];
-
-fn duration(path: &Path) -> f64 {
-    probe(path)["format"]["duration"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
 
 /// (start, text) of each cue of an SRT file.
 fn cues(path: &Path) -> Vec<(f64, String)> {

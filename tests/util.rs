@@ -107,6 +107,15 @@ pub fn probe(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// The file's duration in seconds, as ffprobe reads it.
+pub fn duration(path: &Path) -> f64 {
+    probe(path)["format"]["duration"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// The video at `out` runs at `fps` with as many frames as its render `report` says, and its
 /// audio lasts as long as its frames.
 pub fn assert_synced(out: &Path, report: &serde_json::Value, fps: u64) {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next::{Dictionary, Rational, format};
 
-use super::aac::{AAC, AacTrack, Muxed, TrackCodec};
+use super::aac::{AAC, AacConfig, AacTrack, Muxed, PacketOut, TrackCodec};
 use super::aac_pieces::PieceTrack;
 use super::atomic::PartialFile;
 use super::cover::{add_cover_stream, write_cover};
@@ -182,10 +182,7 @@ impl AudioWriter {
                     path: &self.path,
                 },
             ),
-            Sink::Mp4 { mp4, track } => match &mut **track {
-                Track::Serial(aac) => aac.push(pcm, &mut **mp4),
-                Track::Pieces(aac) => aac.push(pcm, &mut **mp4),
-            },
+            Sink::Mp4 { mp4, track } => track.push(pcm, &mut **mp4),
             Sink::Wav { file, bytes, .. } => {
                 *bytes += 2 * pcm.len() as u64;
                 if *bytes > WAV_MAX_DATA {
@@ -219,10 +216,7 @@ impl AudioWriter {
                 drop(out);
             }
             Sink::Mp4 { mut mp4, track } => {
-                match *track {
-                    Track::Serial(aac) => aac.finish(&mut *mp4)?,
-                    Track::Pieces(aac) => aac.finish(&mut *mp4)?,
-                }
+                track.finish(&mut *mp4)?;
                 (*mp4).finish()?;
             }
             Sink::Wav {
@@ -271,11 +265,7 @@ fn mp4_sink(
             threads,
         )?)
     };
-    let config = match &track {
-        Track::Serial(aac) => aac.config(),
-        Track::Pieces(aac) => aac.config(),
-    };
-    let mp4 = Mp4Audio::create(output, temp, audiobook, meta, config)?;
+    let mp4 = Mp4Audio::create(output, temp, audiobook, meta, track.config())?;
     Ok(Sink::Mp4 {
         mp4: Box::new(mp4),
         track: Box::new(track),
@@ -351,6 +341,29 @@ pub(super) fn audiobook_meta(
 enum Track {
     Serial(AacTrack),
     Pieces(PieceTrack),
+}
+
+impl Track {
+    fn config(&self) -> AacConfig {
+        match self {
+            Track::Serial(aac) => aac.config(),
+            Track::Pieces(aac) => aac.config(),
+        }
+    }
+
+    fn push(&mut self, pcm: &[i16], out: &mut dyn PacketOut) -> Result<(), MediaError> {
+        match self {
+            Track::Serial(aac) => aac.push(pcm, out),
+            Track::Pieces(aac) => aac.push(pcm, out),
+        }
+    }
+
+    fn finish(self, out: &mut dyn PacketOut) -> Result<(), MediaError> {
+        match self {
+            Track::Serial(aac) => aac.finish(out),
+            Track::Pieces(aac) => aac.finish(out),
+        }
+    }
 }
 
 /// The 44-byte header of a mono 16-bit PCM WAV file with `data_bytes` of samples.

@@ -52,7 +52,6 @@ pub(super) struct Mp4Audio {
     file: BufWriter<File>,
     output: PathBuf,
     temp: PathBuf,
-    brand: &'static [u8; 4],
     audiobook: bool,
     meta: AudioMeta,
     marks: Vec<Mark>,
@@ -123,7 +122,6 @@ impl Mp4Audio {
             file: BufWriter::new(file),
             output: output.to_path_buf(),
             temp: temp.to_path_buf(),
-            brand: if audiobook { b"M4B " } else { b"M4A " },
             audiobook,
             meta: meta.clone(),
             marks,
@@ -159,7 +157,6 @@ impl Mp4Audio {
             source: e.into_error(),
         })?;
         let layout = Layout {
-            brand: self.brand,
             audiobook: self.audiobook,
             meta: &self.meta,
             marks: &self.marks,
@@ -299,7 +296,6 @@ fn shift_forward(file: &mut File, len: u64, by: u64, block: usize) -> std::io::R
 
 /// Everything the header is made of.
 struct Layout<'a> {
-    brand: &'static [u8; 4],
     audiobook: bool,
     meta: &'a AudioMeta,
     marks: &'a [Mark],
@@ -340,9 +336,10 @@ impl Layout<'_> {
     fn ftyp(&self) -> Vec<u8> {
         let mut out = Vec::new();
         atom(&mut out, b"ftyp", |b| {
-            b.extend_from_slice(self.brand);
+            let brand = if self.audiobook { b"M4B " } else { b"M4A " };
+            b.extend_from_slice(brand);
             put32(b, 0x200);
-            for brand in [self.brand, b"isom", b"iso2"] {
+            for brand in [brand, b"isom", b"iso2"] {
                 b.extend_from_slice(brand);
             }
         });
@@ -898,7 +895,6 @@ mod tests {
             },
         );
         let layout = Layout {
-            brand: b"M4B ",
             audiobook: true,
             meta: &meta,
             marks: &[],
